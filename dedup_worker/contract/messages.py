@@ -1,0 +1,244 @@
+"""Page, decision and dead-letter messages: the one source of truth for the wire format.
+
+JSON objects, UTF-8. Topic ``pages`` and ``decisions`` are keyed by the page's host. Both carry a
+``schema`` field ``neardup.<kind>/<major>[.<minor>]``; a reader accepts any minor version of the
+major it knows (new fields are ignored) and rejects an unknown major with a ``ContractError``:
+it never guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from dedup_worker.errors import ContractError
+
+PAGE_SCHEMA = "neardup.page/1"
+DECISION_SCHEMA = "neardup.decision/1"
+DEAD_LETTER_SCHEMA = "neardup.dead_letter/1"
+
+#: Hard ceiling for the visible text of one page; larger bodies go to the dead-letter topic.
+DEFAULT_MAX_TEXT_BYTES = 8 * 1024 * 1024
+
+T = TypeVar("T")
+
+
+class Verdict(StrEnum):
+    UNIQUE = "unique"
+    NEAR_DUPLICATE = "near_duplicate"
+    EXACT_DUPLICATE = "exact_duplicate"
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One fetched page, as the crawler publishes it to ``pages``."""
+
+    url: str
+    host: str
+    fetched_at: float
+    text: str
+    requested_url: str = ""
+    status: int = 200
+    content_type: str = "text/html"
+    title: str = ""
+    outlinks: tuple[str, ...] = ()
+    depth: int = 0
+    checksum: str | None = None
+    schema: str = PAGE_SCHEMA
+
+    def to_json(self) -> bytes:
+        body = asdict(self)
+        body["outlinks"] = list(self.outlinks)
+        body["requested_url"] = self.requested_url or self.url
+        return _dumps(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The worker's verdict on one page, as published to ``decisions``."""
+
+    url: str
+    host: str
+    verdict: Verdict
+    simhash: str
+    priority: float
+    follow_outlinks: bool
+    fetched_at: float
+    decided_at: float
+    duplicate_of: str | None = None
+    distance: int | None = None
+    outlinks: tuple[str, ...] = ()
+    corrects: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    schema: str = DECISION_SCHEMA
+
+    def to_json(self) -> bytes:
+        body = asdict(self)
+        body["verdict"] = self.verdict.value
+        body["outlinks"] = list(self.outlinks)
+        return _dumps(body)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message that could not be processed: the original bytes (base64) and why."""
+
+    reason: str
+    detail: str
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    failed_at: float
+    schema: str = DEAD_LETTER_SCHEMA
+
+    def to_json(self) -> bytes:
+        import base64
+
+        return _dumps(
+            {
+                "schema": self.schema,
+                "reason": self.reason,
+                "detail": self.detail,
+                "topic": self.topic,
+                "partition": self.partition,
+                "offset": self.offset,
+                "key_b64": base64.b64encode(self.key).decode() if self.key is not None else None,
+                "value_b64": base64.b64encode(self.value).decode(),
+                "failed_at": self.failed_at,
+            }
+        )
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_page(raw: bytes, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> Page:
+    """Parse and validate one ``pages`` message, or raise ``ContractError`` naming the reason."""
+    if len(raw) > max_text_bytes + 1024 * 1024:
+        raise ContractError("too_large", f"message is {len(raw)} bytes, limit {max_text_bytes}")
+    body = _loads(raw)
+    _check_schema(body, PAGE_SCHEMA)
+    text = _field(body, "text", str)
+    if len(text.encode("utf-8", "surrogatepass")) > max_text_bytes:
+        raise ContractError("too_large", f"text exceeds {max_text_bytes} bytes")
+    if "\x00" in text:
+        raise ContractError("binary_body", "text contains NUL bytes; not visible text")
+    url = _field(body, "url", str)
+    return Page(
+        url=url,
+        host=_field(body, "host", str),
+        fetched_at=_number(body, "fetched_at"),
+        text=text,
+        requested_url=_optional(body, "requested_url", str) or url,
+        status=_optional(body, "status", int) or 200,
+        content_type=_optional(body, "content_type", str) or "text/html",
+        title=_optional(body, "title", str) or "",
+        outlinks=tuple(_string_list(body, "outlinks")),
+        depth=_optional(body, "depth", int) or 0,
+        checksum=_optional(body, "checksum", str),
+        schema=PAGE_SCHEMA,
+    )
+
+
+def decode_decision(raw: bytes) -> Decision:
+    """Parse and validate one ``decisions`` message (used by the crawler and by tools)."""
+    body = _loads(raw)
+    _check_schema(body, DECISION_SCHEMA)
+    verdict_name = _field(body, "verdict", str)
+    try:
+        verdict = Verdict(verdict_name)
+    except ValueError:
+        raise ContractError("bad_field", f"unknown verdict {verdict_name!r}") from None
+    evidence = body.get("evidence") or {}
+    if not isinstance(evidence, dict):
+        raise ContractError("wrong_type", "'evidence' must be an object")
+    return Decision(
+        url=_field(body, "url", str),
+        host=_field(body, "host", str),
+        verdict=verdict,
+        simhash=_field(body, "simhash", str),
+        priority=_number(body, "priority"),
+        follow_outlinks=_field(body, "follow_outlinks", bool),
+        fetched_at=_number(body, "fetched_at"),
+        decided_at=_number(body, "decided_at"),
+        duplicate_of=_optional(body, "duplicate_of", str),
+        distance=_optional(body, "distance", int),
+        outlinks=tuple(_string_list(body, "outlinks")),
+        corrects=bool(_optional(body, "corrects", bool)),
+        evidence=evidence,
+    )
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractError("invalid_utf8", f"message is not UTF-8 ({exc.reason})") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContractError("malformed_json", f"{exc.msg} at char {exc.pos}") from None
+    if not isinstance(body, dict):
+        raise ContractError("wrong_type", f"message is a JSON {type(body).__name__}, not object")
+    return body
+
+
+def _check_schema(body: dict[str, Any], expected: str) -> None:
+    schema = body.get("schema")
+    if not isinstance(schema, str) or "/" not in schema:
+        raise ContractError("missing_schema", f"'schema' must look like {expected!r}")
+    kind, _, version = schema.partition("/")
+    want_kind, _, want_version = expected.partition("/")
+    if kind != want_kind:
+        raise ContractError("unknown_schema", f"schema {schema!r} is not a {want_kind} message")
+    if version.split(".")[0] != want_version:
+        raise ContractError(
+            "unknown_schema_version",
+            f"schema {schema!r}: this reader knows major version {want_version} only",
+        )
+
+
+def _field(body: dict[str, Any], name: str, kind: type[T]) -> T:
+    if name not in body or body[name] is None:
+        raise ContractError("missing_field", f"required field {name!r} is missing")
+    return _typed(body[name], name, kind)
+
+
+def _optional(body: dict[str, Any], name: str, kind: type[T]) -> T | None:
+    value = body.get(name)
+    return None if value is None else _typed(value, name, kind)
+
+
+def _typed(value: Any, name: str, kind: type[T]) -> T:
+    # bool is an int in Python; a status of `true` is still a wrong type on the wire.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ContractError(
+            "wrong_type", f"field {name!r} must be {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _number(body: dict[str, Any], name: str) -> float:
+    value = body.get(name)
+    if value is None:
+        raise ContractError("missing_field", f"required field {name!r} is missing")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ContractError("wrong_type", f"field {name!r} must be a finite number")
+    return float(value)
+
+
+def _string_list(body: dict[str, Any], name: str) -> list[str]:
+    value = body.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ContractError("wrong_type", f"field {name!r} must be a list of strings")
+    return value

@@ -1,0 +1,319 @@
+"""Numba kernel: tokenise, hash, shingle and vote over UTF-8 bytes (fingerprint version 1).
+
+The byte stream comes from ``text.prepare``: ASCII text is passed as is (the kernel lowercases
+A-Z), other text is NFKC-normalised, case-folded and has every non-word character replaced by a
+space. So a word is a maximal run of ASCII letters/digits or bytes >= 0x80.
+
+Each segment (body, title, a heading) goes through four tight passes, because at ~6 bytes per
+word a branch per byte mispredicts at every word boundary and costs more than the hashing:
+
+1. word boundaries, found without branches (conditional stores into start/end arrays);
+2. one hash per word over 8-byte chunks (two aligned loads, SWAR lowercasing, masked to the
+   word length);
+3. shingles of ``shingle`` consecutive word hashes (after optional stop-word removal);
+4. the vote: a carry-save adder tree over 16 features at a time (Harley-Seal), whose carry
+   plane is counted in byte lanes (a 256-entry table spreads a byte over the eight bytes of a
+   word, so eight additions count 64 positions).
+
+Every constant and step here defines fingerprint version 1; changing any of them changes the
+golden values in ``tests/unit/core/test_simhash_golden.py`` and needs a new FINGERPRINT_VERSION.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+U64 = np.uint64
+_M1 = U64(0xFF51AFD7ED558CCD)
+_M2 = U64(0xC4CEB9FE1A85EC53)
+_TOKEN_SEED = U64(0x9E3779B97F4A7C15)
+_TOKEN_MUL = U64(0x100000001B3)
+_SHINGLE_MUL = U64(0xD6E8FEB86659FD93)
+_HIGH_BITS = U64(0x8080808080808080)
+_ALL_A = U64(0x4141414141414141)
+_ALL_AFTER_Z = U64(0x5B5B5B5B5B5B5B5B)
+
+
+def _byte_classes() -> np.ndarray:
+    """Byte -> the byte a word keeps (A-Z lowercased), or 0 for a separator."""
+    table = np.zeros(256, dtype=np.uint64)
+    for c in range(256):
+        if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128:
+            table[c] = c
+        elif 65 <= c <= 90:
+            table[c] = c + 32
+    return table
+
+
+def _spread_table() -> np.ndarray:
+    """Byte b -> a word whose byte i is bit i of b."""
+    table = np.zeros(256, dtype=np.uint64)
+    for b in range(256):
+        table[b] = sum(((b >> i) & 1) << (8 * i) for i in range(8))
+    return table
+
+
+def _length_masks() -> np.ndarray:
+    """n -> a mask of the low n bytes (n = 0..8)."""
+    return np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+_CLASSES = _byte_classes()
+_SPREAD = _spread_table()
+_MASKS = _length_masks()
+
+
+@njit(cache=True, inline="always")
+def fmix64(h: np.uint64) -> np.uint64:
+    """MurmurHash3's 64-bit finaliser: full avalanche, stable, cheap."""
+    h ^= h >> U64(33)
+    h *= _M1
+    h ^= h >> U64(33)
+    h *= _M2
+    h ^= h >> U64(33)
+    return h
+
+
+@njit(cache=True)
+def _transitions(buf: np.ndarray, start: int, end: int, out: np.ndarray) -> int:
+    """Word starts and ends in buf[start:end], alternating in ``out``; returns 2 * words.
+
+    Branch-free: every byte stores its index and the count advances only on a transition.
+    """
+    classes = _CLASSES
+    n = 0
+    previous = 0
+    for i in range(start, end):
+        inside = 1 if classes[buf[i]] != U64(0) else 0
+        out[n] = i
+        n += inside ^ previous
+        previous = inside
+    if previous:
+        out[n] = end
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _load8(words: np.ndarray, at: int) -> np.uint64:
+    """The 8 bytes at byte offset ``at`` of an aligned uint64 buffer, little-endian."""
+    q = at >> 3
+    r = U64((at & 7) * 8)
+    # Shifting by 64 is undefined, so the high word is shifted in two steps.
+    value: np.uint64 = (words[q] >> r) | ((words[q + 1] << U64(1)) << (U64(63) - r))
+    return value
+
+
+@njit(cache=True, inline="always")
+def _lower8(w: np.uint64) -> np.uint64:
+    """ASCII A-Z to a-z in all eight bytes at once; bytes >= 0x80 are left alone."""
+    high = w | _HIGH_BITS
+    upper = ((high - _ALL_A) & ~(high - _ALL_AFTER_Z)) & ~w & _HIGH_BITS
+    return w | (upper >> U64(2))
+
+
+@njit(cache=True, inline="always")
+def _word_hash(words: np.ndarray, start: int, end: int) -> np.uint64:
+    h = _TOKEN_SEED
+    for at in range(start, end, 8):
+        h = (h ^ (_lower8(_load8(words, at)) & _MASKS[min(end - at, 8)])) * _TOKEN_MUL
+    return fmix64(h ^ U64(end - start))
+
+
+@njit(cache=True, inline="always")
+def _in_table(table: np.ndarray, h: np.uint64) -> bool:
+    """Open-addressing membership test; the table's size is a power of two, 0 marks empty."""
+    mask = U64(table.size - 1)
+    slot = h & mask
+    while table[slot] != U64(0):
+        if table[slot] == h:
+            return True
+        slot = (slot + U64(1)) & mask
+    return False
+
+
+@njit(cache=True)
+def _word_hashes(words: np.ndarray, bounds: np.ndarray, n: int, stop_table: np.ndarray) -> int:
+    """Replace bounds[:n] by the hashes of the n words it delimits (stop words removed)."""
+    kept = 0
+    use_stop = stop_table.size > 0
+    for t in range(n):
+        h = _word_hash(words, bounds[2 * t], bounds[2 * t + 1])
+        bounds[kept] = np.int64(h)
+        kept += 0 if use_stop and _in_table(stop_table, h) else 1
+    return kept
+
+
+@njit(cache=True)
+def _shingles(words: np.ndarray, n: int, size: int) -> int:
+    """Replace words[:n] in place by the hashes of its ``size``-word shingles; returns count."""
+    if size == 1 or n == 0:
+        return n
+    size = min(size, n)  # A text shorter than one shingle still gives one feature of all its words.
+    count = n - size + 1
+    for i in range(count):
+        h = U64(size)
+        for j in range(size):
+            h = (h ^ U64(words[i + j])) * _SHINGLE_MUL
+        words[i] = np.int64(fmix64(h))
+    return count
+
+
+@njit(cache=True, inline="always")
+def _csa(a: np.uint64, b: np.uint64, c: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """Carry-save adder over 64 bit positions: returns (carry, sum)."""
+    u = a ^ b
+    return (a & b) | (u & c), u ^ c
+
+
+@njit(cache=True, inline="always")
+def _spread_add(counts: np.ndarray, plane: np.uint64, times: int) -> None:
+    """counts[b] += times for every set bit b of ``plane``."""
+    spread = _SPREAD
+    for j in range(8):
+        lane = spread[(plane >> U64(8 * j)) & U64(255)]
+        for i in range(8):
+            counts[8 * j + i] += np.int64((lane >> U64(8 * i)) & U64(1)) * times
+
+
+@njit(cache=True, inline="always")
+def _eight(
+    f: np.ndarray, i: int, ones: np.uint64, twos: np.uint64, fours: np.uint64
+) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    """Harley-Seal: fold features f[i:i+8] into ones/twos/fours; returns the eights carry."""
+    twos_a, ones = _csa(ones, U64(f[i]), U64(f[i + 1]))
+    twos_b, ones = _csa(ones, U64(f[i + 2]), U64(f[i + 3]))
+    fours_a, twos = _csa(twos, twos_a, twos_b)
+    twos_a, ones = _csa(ones, U64(f[i + 4]), U64(f[i + 5]))
+    twos_b, ones = _csa(ones, U64(f[i + 6]), U64(f[i + 7]))
+    fours_b, twos = _csa(twos, twos_a, twos_b)
+    eights, fours = _csa(fours, fours_a, fours_b)
+    return eights, ones, twos, fours
+
+
+@njit(cache=True)
+def _vote(features: np.ndarray, n: int, weight: int, counts: np.ndarray) -> None:
+    """counts[b] += weight for every feature with bit b set.
+
+    Sixteen features at a time go through a carry-save adder tree (Harley-Seal), so only the
+    "sixteens" plane is counted per block, in byte lanes: eight additions for 64 positions.
+    """
+    spread = _SPREAD
+    ones = twos = fours = eights = U64(0)
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = U64(0)
+    blocks = 0
+    full = n - n % 16
+    for i in range(0, full, 16):
+        eights_a, ones, twos, fours = _eight(features, i, ones, twos, fours)
+        eights_b, ones, twos, fours = _eight(features, i + 8, ones, twos, fours)
+        x, eights = _csa(eights, eights_a, eights_b)
+        l0 += spread[x & U64(255)]
+        l1 += spread[(x >> U64(8)) & U64(255)]
+        l2 += spread[(x >> U64(16)) & U64(255)]
+        l3 += spread[(x >> U64(24)) & U64(255)]
+        l4 += spread[(x >> U64(32)) & U64(255)]
+        l5 += spread[(x >> U64(40)) & U64(255)]
+        l6 += spread[(x >> U64(48)) & U64(255)]
+        l7 += spread[x >> U64(56)]
+        blocks += 1
+        if blocks == 255 or i + 16 == full:
+            _flush_lanes(counts, l0, l1, l2, l3, l4, l5, l6, l7, 16 * weight)
+            l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = U64(0)
+            blocks = 0
+    for i in range(full, n):
+        _spread_add(counts, U64(features[i]), weight)
+    _spread_add(counts, ones, weight)
+    _spread_add(counts, twos, 2 * weight)
+    _spread_add(counts, fours, 4 * weight)
+    _spread_add(counts, eights, 8 * weight)
+
+
+@njit(cache=True, inline="always")
+def _flush_lanes(
+    counts: np.ndarray,
+    l0: np.uint64,
+    l1: np.uint64,
+    l2: np.uint64,
+    l3: np.uint64,
+    l4: np.uint64,
+    l5: np.uint64,
+    l6: np.uint64,
+    l7: np.uint64,
+    times: int,
+) -> None:
+    for i in range(8):
+        shift = U64(8 * i)
+        counts[i] += np.int64((l0 >> shift) & U64(255)) * times
+        counts[8 + i] += np.int64((l1 >> shift) & U64(255)) * times
+        counts[16 + i] += np.int64((l2 >> shift) & U64(255)) * times
+        counts[24 + i] += np.int64((l3 >> shift) & U64(255)) * times
+        counts[32 + i] += np.int64((l4 >> shift) & U64(255)) * times
+        counts[40 + i] += np.int64((l5 >> shift) & U64(255)) * times
+        counts[48 + i] += np.int64((l6 >> shift) & U64(255)) * times
+        counts[56 + i] += np.int64((l7 >> shift) & U64(255)) * times
+
+
+@njit(cache=True, inline="always")
+def _majority(counts: np.ndarray, total: int) -> np.uint64:
+    """Bit b of the result is set when more than half of the total weight voted for it."""
+    fingerprint = U64(0)
+    for bit in range(64):
+        if 2 * counts[bit] > total:
+            fingerprint |= U64(1) << U64(bit)
+    return fingerprint
+
+
+@njit(cache=True, nogil=True)
+def simhash_segments(
+    words: np.ndarray,
+    seg_start: np.ndarray,
+    seg_end: np.ndarray,
+    seg_weight: np.ndarray,
+    seg_doc: np.ndarray,
+    n_docs: int,
+    shingle: int,
+    stop_table: np.ndarray,
+) -> np.ndarray:
+    """Fingerprint ``n_docs`` documents given as weighted byte segments (grouped by doc).
+
+    ``words`` is the text as an 8-byte aligned uint64 buffer with at least one spare word.
+    """
+    buf = words.view(np.uint8)
+    out = np.zeros(n_docs, dtype=np.uint64)
+    longest = 0
+    for s in range(seg_start.size):
+        longest = max(longest, seg_end[s] - seg_start[s])
+    bounds = np.empty(longest + 2, dtype=np.int64)
+    counts = np.zeros(64, dtype=np.int64)
+    s = 0
+    while s < seg_start.size:
+        doc = seg_doc[s]
+        counts[:] = 0
+        total = 0
+        while s < seg_start.size and seg_doc[s] == doc:
+            n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
+            n = _word_hashes(words, bounds, n, stop_table)
+            n = _shingles(bounds, n, shingle)
+            if seg_weight[s] > 0:
+                _vote(bounds, n, seg_weight[s], counts)
+                total += n * seg_weight[s]
+            s += 1
+        out[doc] = _majority(counts, total) if total > 0 else U64(0)
+    return out
+
+
+@njit(cache=True)
+def word_hashes(words: np.ndarray, length: int) -> np.ndarray:
+    """The version-1 hash of every word in the first ``length`` bytes of ``words``."""
+    bounds = np.empty(length + 2, dtype=np.int64)
+    n = _transitions(words.view(np.uint8), 0, length, bounds) // 2
+    n = _word_hashes(words, bounds, n, np.zeros(0, dtype=np.uint64))
+    return bounds[:n].view(np.uint64).copy()
+
+
+def aligned(data: bytes) -> np.ndarray:
+    """``data`` copied into an 8-byte aligned uint64 buffer with spare zero words at the end."""
+    words = np.zeros(len(data) // 8 + 2, dtype=np.uint64)
+    words.view(np.uint8)[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return words

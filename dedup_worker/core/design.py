@@ -1,0 +1,167 @@
+"""Permuted-table designs for exact Hamming search (Manku, Jain, Das Sarma, WWW 2007, §3.1).
+
+Split the f = 64 bits into r blocks. Two fingerprints within distance k differ in at most k
+blocks, so they agree exactly on at least r - k of them. One table per choice of r - k blocks
+(C(r, k) tables) puts those blocks in the leading bits, and a probe that matches the leading
+bits exactly finds every candidate. The remaining bits can be split again (the paper's
+two-level designs, e.g. 4 x 4 = 16 tables with 28 leading bits); the pigeonhole argument repeats
+on them, because all differing bits lie outside the leading blocks.
+
+A ``Table`` is a bit permutation: ``order[i]`` is the original bit position (63 = most
+significant) that lands in permuted position 63 - i. Permutations preserve Hamming distance, so
+distances can be computed on permuted values directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import combinations
+from math import comb
+
+import numpy as np
+import numpy.typing as npt
+
+from dedup_worker.errors import ConfigError
+
+F = 64
+MAX_K = 16
+
+
+@dataclass(frozen=True)
+class Table:
+    """One permuted table: the permutation and how many leading bits form its key."""
+
+    order: tuple[int, ...]
+    key_bits: int
+
+    @cached_property
+    def segments(self) -> npt.NDArray[np.int64]:
+        """Rows (source shift, width, destination shift): contiguous runs of the permutation."""
+        return np.array(_segments(self.order), dtype=np.int64).reshape(-1, 3)
+
+    @cached_property
+    def inverse_segments(self) -> npt.NDArray[np.int64]:
+        """Segments of the inverse permutation (permuted value back to the original)."""
+        return self.segments[:, [2, 1, 0]].copy()
+
+    @cached_property
+    def key_mask(self) -> int:
+        """The key bits, in original bit positions."""
+        return sum(1 << bit for bit in self.order[: self.key_bits])
+
+    def permute(self, fingerprint: int) -> int:
+        """Apply this table's permutation to one fingerprint (reference implementation)."""
+        out = 0
+        for index, bit in enumerate(self.order):
+            out |= ((fingerprint >> bit) & 1) << (F - 1 - index)
+        return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """A family of tables that together find every pair within distance ``k``."""
+
+    k: int
+    splits: tuple[int, ...]
+    tables: tuple[Table, ...]
+
+    @property
+    def name(self) -> str:
+        """E.g. ``6c3`` (6 blocks, keyed on 3) or ``4c1>4c1`` (two levels)."""
+        return ">".join(f"{r}c{r - self.k}" for r in self.splits)
+
+    @property
+    def key_bits(self) -> tuple[int, int]:
+        """The smallest and largest number of leading (key) bits over the tables."""
+        bits = [table.key_bits for table in self.tables]
+        return min(bits), max(bits)
+
+    @cached_property
+    def key_masks(self) -> npt.NDArray[np.uint64]:
+        return np.array([table.key_mask for table in self.tables], dtype=np.uint64)
+
+    @cached_property
+    def segments(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """All tables' segments stacked, with row offsets per table (for the kernels)."""
+        rows = [table.segments for table in self.tables]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(r) for r in rows])
+        return np.vstack(rows), offsets
+
+    def describe(self) -> str:
+        low, high = self.key_bits
+        bits = f"{low}" if low == high else f"{low}..{high}"
+        return f"{self.name}: {len(self.tables)} tables, {bits} leading bits, k={self.k}"
+
+
+def build_design(k: int, splits: Sequence[int]) -> Design:
+    """The design that splits 64 bits into ``splits[0]`` blocks, then the rest into ``splits[1]``…
+
+    Every level must have more blocks than k (so that r - k >= 1 blocks agree) and no block
+    may be empty.
+    """
+    if not 0 <= k <= MAX_K:
+        raise ConfigError(f"k must be 0..{MAX_K}, got {k}")
+    if not splits:
+        raise ConfigError("a design needs at least one level of blocks")
+    tables = [
+        Table(order, key_bits)
+        for order, key_bits in _level(tuple(range(F - 1, -1, -1)), 0, k, tuple(splits))
+    ]
+    return Design(k=k, splits=tuple(splits), tables=tuple(tables))
+
+
+def _level(
+    bits: tuple[int, ...], key_bits: int, k: int, splits: tuple[int, ...]
+) -> list[tuple[tuple[int, ...], int]]:
+    """Permutations for ``bits`` (the not-yet-leading bits, in order) under ``splits``."""
+    if not splits:
+        return [(bits, key_bits)]
+    r = splits[0]
+    free = bits[key_bits:]
+    if r <= k or r > len(free):
+        raise ConfigError(f"cannot split {len(free)} bits into {r} blocks for k={k}")
+    blocks = _blocks(free, r)
+    out = []
+    for chosen in combinations(range(r), r - k):
+        lead = tuple(b for i in chosen for b in blocks[i])
+        rest = tuple(b for i in range(r) if i not in chosen for b in blocks[i])
+        prefix = bits[:key_bits] + lead
+        out.extend(_level(prefix + rest, len(prefix), k, splits[1:]))
+    return out
+
+
+def _blocks(bits: tuple[int, ...], r: int) -> list[tuple[int, ...]]:
+    """``bits`` cut into r consecutive blocks whose sizes differ by at most one (larger first)."""
+    size, extra = divmod(len(bits), r)
+    blocks, start = [], 0
+    for i in range(r):
+        width = size + (1 if i < extra else 0)
+        blocks.append(bits[start : start + width])
+        start += width
+    return blocks
+
+
+def _segments(order: tuple[int, ...]) -> list[int]:
+    """Flatten ``order`` into runs of consecutive source bits: [src_shift, width, dst_shift]*."""
+    out: list[int] = []
+    index = 0
+    while index < F:
+        run = 1
+        while index + run < F and order[index + run] == order[index] - run:
+            run += 1
+        low_source = order[index] - run + 1
+        low_dest = F - index - run
+        out.extend((low_source, run, low_dest))
+        index += run
+    return out
+
+
+def table_count(k: int, splits: Sequence[int]) -> int:
+    """Number of tables of a design, without building it."""
+    count = 1
+    for r in splits:
+        count *= comb(r, k)
+    return count

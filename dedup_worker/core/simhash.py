@@ -1,0 +1,180 @@
+"""Weighted Charikar simhash (f = 64) over word shingles: the public fingerprinting API.
+
+``Fingerprinter`` is built once from a ``FeatureConfig`` and fingerprints documents one at a
+time or, much faster, in batches (one kernel call for the whole batch). Every stored key carries
+``FeatureConfig.version_tag``, so fingerprints made with another tokeniser or another feature
+configuration never mix with these.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dedup_worker.core import _simhash_kernel as kernel
+from dedup_worker.core.stopwords import ENGLISH_STOP_WORDS
+from dedup_worker.core.text import prepare
+from dedup_worker.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever tokenisation, hashing or voting changes the fingerprint of any text.
+FINGERPRINT_VERSION = 1
+
+U64Array = npt.NDArray[np.uint64]
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureConfig:
+    """Which features vote, and how much.
+
+    ``shingle`` words make one feature (1 = single words). Every occurrence votes, so the
+    weight of a feature is its term frequency times the weight of the part it came from
+    (body 1, ``title_weight`` for the title, ``heading_weight`` for headings).
+    """
+
+    shingle: int = 1
+    title_weight: int = 2
+    heading_weight: int = 1
+    drop_stop_words: bool = False
+    stop_words: frozenset[str] = field(default=ENGLISH_STOP_WORDS, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.shingle <= 8:
+            raise ConfigError(f"shingle must be 1..8 words, got {self.shingle}")
+        for name in ("title_weight", "heading_weight"):
+            if not 0 <= getattr(self, name) <= 64:
+                raise ConfigError(f"{name} must be 0..64, got {getattr(self, name)}")
+
+    @property
+    def version_tag(self) -> str:
+        """A short stable tag naming the fingerprint version and this configuration."""
+        stop = "s" if self.drop_stop_words else "k"
+        return (
+            f"f{FINGERPRINT_VERSION}w{self.shingle}t{self.title_weight}h{self.heading_weight}{stop}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """The parts of a page that vote: body text, title and headings."""
+
+    text: str
+    title: str = ""
+    headings: tuple[str, ...] = ()
+
+
+class Fingerprinter:
+    """Computes 64-bit simhashes under one ``FeatureConfig``; safe to share between threads."""
+
+    def __init__(self, config: FeatureConfig | None = None) -> None:
+        self.config = config or FeatureConfig()
+        self._stop_table = _stop_table(self.config)
+
+    def fingerprint(self, text: str, title: str = "", headings: Sequence[str] = ()) -> int:
+        """The simhash of one document as a Python int in [0, 2**64)."""
+        return int(self.fingerprint_many([Document(text, title, tuple(headings))])[0])
+
+    def fingerprint_texts(self, texts: Sequence[str]) -> U64Array:
+        """Simhashes of plain texts (no title or headings), one kernel call for all of them."""
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        joined = "".join(texts)
+        if joined.isascii():
+            # Fast path: one copy of the whole batch; str length equals byte length.
+            buf = joined.encode("ascii")
+        else:
+            parts = [prepare(text) for text in texts]
+            lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+            buf = b"".join(parts)
+        ends = np.cumsum(lengths)
+        docs = np.arange(len(texts), dtype=np.int64)
+        return self._run(buf, ends - lengths, ends, np.ones_like(ends), docs)
+
+    def fingerprint_many(self, documents: Sequence[Document]) -> U64Array:
+        """Simhashes of documents with titles and headings weighted per the config."""
+        parts: list[bytes] = []
+        weights: list[int] = []
+        owners: list[int] = []
+        for doc_index, doc in enumerate(documents):
+            for part, weight in self._weighted_parts(doc):
+                parts.append(prepare(part))
+                weights.append(weight)
+                owners.append(doc_index)
+        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        ends = np.cumsum(lengths)
+        fingerprints = self._run(
+            b"".join(parts),
+            ends - lengths,
+            ends,
+            np.asarray(weights, dtype=np.int64),
+            np.asarray(owners, dtype=np.int64),
+            n_docs=len(documents),
+        )
+        return fingerprints
+
+    def _weighted_parts(self, doc: Document) -> list[tuple[str, int]]:
+        parts = [(doc.text, 1)]
+        if doc.title and self.config.title_weight:
+            parts.append((doc.title, self.config.title_weight))
+        if self.config.heading_weight:
+            parts.extend((heading, self.config.heading_weight) for heading in doc.headings)
+        return parts
+
+    def _run(
+        self,
+        buf: bytes,
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        weights: npt.NDArray[np.int64],
+        owners: npt.NDArray[np.int64],
+        n_docs: int | None = None,
+    ) -> U64Array:
+        result: U64Array = kernel.simhash_segments(
+            kernel.aligned(buf),
+            starts,
+            ends,
+            weights,
+            owners,
+            len(starts) if n_docs is None else n_docs,
+            self.config.shingle,
+            self._stop_table,
+        )
+        return result
+
+
+def _stop_table(config: FeatureConfig) -> U64Array:
+    """An open-addressing hash set of the stop words' token hashes (empty when not used)."""
+    if not config.drop_stop_words:
+        return np.zeros(0, dtype=np.uint64)
+    joined = prepare(" ".join(sorted(config.stop_words)))
+    hashes = np.unique(kernel.word_hashes(kernel.aligned(joined), len(joined)))
+    size = 1 << int(np.ceil(np.log2(max(hashes.size, 1) * 4)))
+    table = np.zeros(size, dtype=np.uint64)
+    for value in hashes.tolist():
+        slot = value & (size - 1)
+        while table[slot]:
+            slot = (slot + 1) & (size - 1)
+        table[slot] = value
+    return table
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits between two 64-bit fingerprints."""
+    return (a ^ b).bit_count()
+
+
+def to_hex(fingerprint: int) -> str:
+    """16 lowercase hex digits: the wire and file form of a fingerprint."""
+    return f"{fingerprint:016x}"
+
+
+def from_hex(text: str) -> int:
+    """Parse 16 hex digits (surrounding whitespace allowed) into a fingerprint."""
+    stripped = text.strip()
+    if len(stripped) != 16:
+        raise ValueError(f"a fingerprint is 16 hex digits, got {stripped!r}")
+    return int(stripped, 16)

@@ -1,0 +1,54 @@
+"""``neardup``: the umbrella command line.
+
+This package is the composition root: it may import both ``dedup_worker`` and ``crawler``
+(which never import each other the wrong way). Subcommands import what they need lazily, so
+``neardup pairs`` does not pay for Scrapy or Kafka imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from neardup.commands import batch as batch_commands
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neardup",
+        description="Streaming near-duplicate detection inside a web crawl.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    batch_commands.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        return 0  # output piped into `head` and friends
+    except KeyboardInterrupt:
+        return 130
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING - 10 * min(verbosity, 2)
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

