@@ -97,24 +97,36 @@ def _grow(q: np.ndarray, f: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.n
     return q2, f2, d2
 
 
+@njit(cache=True, inline="always")
+def _any_within(keys: np.ndarray, lo: int, hi: int, key: np.uint64, limit: np.uint64) -> bool:
+    """Whether any of keys[lo:hi] is within ``limit`` of key: a branch-free, vectorisable scan."""
+    hits = 0
+    for j in range(lo, hi):
+        hits += 1 if popcount(keys[j] ^ key) <= limit else 0
+    return hits > 0
+
+
 @njit(cache=True)
 def probe_run(
     queries: np.ndarray,
     permuted: np.ndarray,
     keys: np.ndarray,
+    ids: np.ndarray,
     offsets: np.ndarray,
     dir_bits: int,
     k: int,
     table: int,
     key_masks: np.ndarray,
     inverse: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Matches (query index, original fingerprint, distance) of queries in one table run.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Matches (query index, stored id, original fingerprint, distance) in one table run.
 
     Queries go in groups of 16: first all directory reads, then a touch of every bucket, then
     the scans, so the cache misses of a group overlap instead of queueing one after another.
+    Tombstoned entries (id == 2**64 - 1) are skipped.
     """
     out_q = np.empty(64, dtype=np.int64)
+    out_i = np.empty(64, dtype=np.uint64)
     out_f = np.empty(64, dtype=np.uint64)
     out_d = np.empty(64, dtype=np.int8)
     n = 0
@@ -124,6 +136,7 @@ def probe_run(
     hi = np.empty(_GROUP, dtype=np.int64)
     sink = np.zeros(1, dtype=np.uint64)  # keeps the bucket-touching loads from being elided
     limit = U64(k)
+    dead = U64(0xFFFFFFFFFFFFFFFF)
     for first in range(0, queries.size, _GROUP):
         last = min(queries.size, first + _GROUP)
         for g in range(last - first):
@@ -138,20 +151,31 @@ def probe_run(
         for g in range(last - first):
             i = first + g
             key = permuted[i]
+            if not _any_within(keys, lo[g], hi[g], key, limit):
+                continue
             for j in range(lo[g], hi[g]):
                 dist = popcount(keys[j] ^ key)
-                if dist > limit:
+                if dist > limit or ids[j] == dead:
                     continue
                 original = permute_one(keys[j], inverse, 0, rows)
                 if first_agreeing(original ^ queries[i], key_masks) != table:
                     continue
                 if n == out_q.size:
                     out_q, out_f, out_d = _grow(out_q, out_f, out_d)
+                    out_i = _grow_one(out_i)
                 out_q[n] = i
+                out_i[n] = ids[j]
                 out_f[n] = original
                 out_d[n] = np.int8(dist)
                 n += 1
-    return out_q[:n], out_f[:n], out_d[:n]
+    return out_q[:n], out_i[:n], out_f[:n], out_d[:n]
+
+
+@njit(cache=True)
+def _grow_one(values: np.ndarray) -> np.ndarray:
+    out = np.empty(values.size * _GROW, dtype=values.dtype)
+    out[: values.size] = values
+    return out
 
 
 @njit(cache=True)
@@ -306,47 +330,6 @@ def pairs_in_table(
                 out_d[n] = np.int8(dist)
                 n += 1
     return out_i[:n], out_j[:n], out_d[:n]
-
-
-@njit(cache=True)
-def lookup_ids(
-    wanted: np.ndarray,
-    keys: np.ndarray,
-    ids: np.ndarray,
-    offsets: np.ndarray,
-    dir_bits: int,
-    tombstone: np.uint64,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(index into wanted, id) for every live entry of a run whose table-0 key is wanted."""
-    out_w = np.empty(64, dtype=np.int64)
-    out_id = np.empty(64, dtype=np.uint64)
-    out_pad = np.empty(64, dtype=np.int8)
-    n = 0
-    shift = U64(64 - dir_bits)
-    lo = np.empty(_GROUP, dtype=np.int64)
-    hi = np.empty(_GROUP, dtype=np.int64)
-    sink = np.zeros(1, dtype=np.uint64)  # keeps the bucket-touching loads from being elided
-    for first in range(0, wanted.size, _GROUP):
-        last = min(wanted.size, first + _GROUP)
-        for g in range(last - first):
-            bucket = np.int64(wanted[first + g] >> shift) if dir_bits > 0 else 0
-            lo[g] = offsets[bucket]
-            hi[g] = offsets[bucket + 1]
-        touch = U64(0)
-        for g in range(last - first):
-            if lo[g] < hi[g]:
-                touch ^= keys[lo[g]] ^ ids[lo[g]]
-        sink[0] ^= touch
-        for g in range(last - first):
-            w = first + g
-            for j in range(lo[g], hi[g]):
-                if keys[j] == wanted[w] and ids[j] != tombstone:
-                    if n == out_w.size:
-                        out_w, out_id, out_pad = _grow(out_w, out_id, out_pad)
-                    out_w[n] = w
-                    out_id[n] = ids[j]
-                    n += 1
-    return out_w[:n], out_id[:n]
 
 
 @njit(cache=True)

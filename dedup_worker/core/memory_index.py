@@ -1,13 +1,16 @@
 """In-process permuted tables: sorted runs plus a small unsorted tail.
 
 Inserts land in a tail of at most ``TAIL_MAX`` entries that queries scan by brute force. A full
-tail (or any batch larger than it) becomes a sorted run: one sorted array of permuted keys per
-table, with a bucket directory each, and the ids beside table 0. Runs are merged when a newer
-run grows to 1/``MERGE_RATIO`` of the one before it, so there are O(log n) runs and every entry
-is rewritten O(log n) times: inserts never re-sort the whole index.
+tail (or any batch larger than it) becomes a sorted run: per table, the sorted permuted keys,
+the ids beside them and a bucket directory. Runs are merged when a newer run grows to
+1/``MERGE_RATIO`` of the one before it, so there are O(log n) runs and every entry is rewritten
+O(log n) times: inserts never re-sort the whole index.
 
-Deletes mark the id in table 0 as a tombstone; ``compact()`` (run automatically when a quarter
-of the entries are tombstones) rebuilds the tables without them.
+Ids are stored in every table (16 bytes per entry and table) so that a match never needs a
+second lookup; the planner counts them when it bounds bytes per fingerprint.
+
+Deletes mark the ids as tombstones; ``compact()`` (run automatically when a quarter of the
+entries are tombstones) rebuilds the tables without them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from dedup_worker.core import _hamming_kernel as hk
 from dedup_worker.core.batch import all_pairs
 from dedup_worker.core.design import Design
-from dedup_worker.core.index_api import TOMBSTONE, I8Array, I64Array, Matches, U64Array
+from dedup_worker.core.index_api import TOMBSTONE, I64Array, Matches, U64Array
 from dedup_worker.errors import IndexError_
 
 logger = logging.getLogger(__name__)
@@ -33,17 +36,17 @@ BUCKET_TARGET = 8
 
 @dataclass
 class _Run:
-    """One sorted run: per table the permuted keys and their directory; ids beside table 0."""
+    """One sorted run: per table the permuted keys, their ids and a bucket directory."""
 
     keys: list[U64Array]
+    ids: list[U64Array]
     offsets: list[I64Array]
     dir_bits: list[int]
-    ids: U64Array
     dead: int = 0
 
     @property
     def size(self) -> int:
-        return int(self.ids.size)
+        return int(self.keys[0].size)
 
 
 @dataclass
@@ -77,9 +80,9 @@ class InMemoryIndex:
 
     def query(self, fingerprints: U64Array) -> Matches:
         queries = _as_u64(fingerprints)
-        found_q, found_f, found_d = self._probe_tables(queries)
-        matches = self._attach_ids(queries, found_q, found_f, found_d)
-        return matches.concat(self._probe_tail(queries))
+        stored = self._probe_tables(queries).concat(self._probe_tail(queries))
+        # An entry deleted and inserted again may sit in two runs; report it once.
+        return stored.unique() if len(self._runs) > 1 else stored
 
     def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
         fps, new_ids = _check_entries(fingerprints, ids)
@@ -98,9 +101,9 @@ class InMemoryIndex:
         fps, del_ids = _check_entries(fingerprints, ids)
         removed = self._delete_from_tail(fps, del_ids)
         for run in self._runs:
-            keys = hk.permute(fps, self._segments[0])
-            order = np.argsort(keys, kind="stable")
-            hits = hk.tombstone_ids(run.keys[0], run.ids, keys[order], del_ids[order], TOMBSTONE)
+            for t in range(len(self.design.tables)):
+                keys = hk.permute(fps, self._segments[t])
+                hits = hk.tombstone_ids(run.keys[t], run.ids[t], keys, del_ids, TOMBSTONE)
             run.dead += hits
             removed += hits
         self._live -= removed
@@ -123,9 +126,9 @@ class InMemoryIndex:
         """All live (fingerprint, id) entries, sorted by fingerprint then id."""
         parts_f, parts_i = [], []
         for run in self._runs:
-            live = run.ids != TOMBSTONE
+            live = run.ids[0] != TOMBSTONE
             parts_f.append(hk.permute(run.keys[0][live], self._inverse[0]))
-            parts_i.append(run.ids[live])
+            parts_i.append(run.ids[0][live])
         tail_f, tail_i = self._tail.arrays()
         fps = np.concatenate([*parts_f, tail_f]).astype(np.uint64)
         ids = np.concatenate([*parts_i, tail_i]).astype(np.uint64)
@@ -135,8 +138,7 @@ class InMemoryIndex:
     def stats(self) -> dict[str, float]:
         """Sizes and memory, for logs, metrics and the benchmark."""
         table_bytes = sum(
-            sum(k.nbytes for k in run.keys) + sum(o.nbytes for o in run.offsets) + run.ids.nbytes
-            for run in self._runs
+            sum(a.nbytes for a in (*run.keys, *run.ids, *run.offsets)) for run in self._runs
         )
         return {
             "entries": float(self._live),
@@ -168,83 +170,43 @@ class InMemoryIndex:
             self._runs.append(self._merge(older, newer))
 
     def _build_run(self, fps: U64Array, ids: U64Array) -> _Run:
-        keys, offsets, bits = [], [], []
-        sorted_ids = ids
+        run = _Run([], [], [], [])
         for t, table in enumerate(self.design.tables):
-            permuted = hk.permute(fps, self._segments[t])
-            if t == 0:
-                permuted, sorted_ids = hk.sort_with_ids(permuted, ids)
-            else:
-                permuted, _ = hk.sort_with_ids(permuted, permuted)
-            width = _dir_bits(permuted.size, table.key_bits)
-            keys.append(permuted)
-            offsets.append(hk.directory(permuted, width))
-            bits.append(width)
-        return _Run(keys, offsets, bits, sorted_ids)
+            keys, sorted_ids = hk.sort_with_ids(hk.permute(fps, self._segments[t]), ids)
+            self._append_table(run, keys, sorted_ids, table.key_bits)
+        return run
 
     def _merge(self, older: _Run, newer: _Run) -> _Run:
-        keys, offsets, bits = [], [], []
-        ids = older.ids
+        run = _Run([], [], [], [], older.dead + newer.dead)
         for t, table in enumerate(self.design.tables):
-            if t == 0:
-                merged, ids = hk.merge_with_ids(older.keys[0], older.ids, newer.keys[0], newer.ids)
-            else:
-                merged = hk.merge(older.keys[t], newer.keys[t])
-            width = _dir_bits(merged.size, table.key_bits)
-            keys.append(merged)
-            offsets.append(hk.directory(merged, width))
-            bits.append(width)
-        return _Run(keys, offsets, bits, ids, older.dead + newer.dead)
+            keys, ids = hk.merge_with_ids(older.keys[t], older.ids[t], newer.keys[t], newer.ids[t])
+            self._append_table(run, keys, ids, table.key_bits)
+        return run
 
-    def _probe_tables(self, queries: U64Array) -> tuple[I64Array, U64Array, I8Array]:
-        parts_q, parts_f, parts_d = [], [], []
+    @staticmethod
+    def _append_table(run: _Run, keys: U64Array, ids: U64Array, key_bits: int) -> None:
+        width = _dir_bits(keys.size, key_bits)
+        run.keys.append(keys)
+        run.ids.append(ids)
+        run.offsets.append(hk.directory(keys, width))
+        run.dir_bits.append(width)
+
+    def _probe_tables(self, queries: U64Array) -> Matches:
+        parts: list[Matches] = []
         masks = self.design.key_masks
         for t in range(len(self.design.tables)):
             if not self._runs:
                 break
             permuted = hk.permute(queries, self._segments[t])
             for run in self._runs:
-                q, f, d = hk.probe_run(
-                    queries,
-                    permuted,
-                    run.keys[t],
-                    run.offsets[t],
-                    run.dir_bits[t],
-                    self.k,
-                    t,
-                    masks,
-                    self._inverse[t],
-                )
+                q, i, f, d = hk.probe_run(
+                    queries, permuted, run.keys[t], run.ids[t], run.offsets[t],
+                    run.dir_bits[t], self.k, t, masks, self._inverse[t],
+                )  # fmt: skip
                 if q.size:
-                    parts_q.append(q)
-                    parts_f.append(f)
-                    parts_d.append(d)
-        if not parts_q:
-            return np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int8)
-        return np.concatenate(parts_q), np.concatenate(parts_f), np.concatenate(parts_d)
-
-    def _attach_ids(self, queries: U64Array, q: I64Array, f: U64Array, d: I8Array) -> Matches:
-        """Expand (query, fingerprint) hits into (query, id) matches via table 0."""
-        if q.size == 0:
+                    parts.append(Matches(q, i, f, d))
+        if not parts:
             return Matches.empty()
-        # The same fingerprint may sit in several runs (one per id): look each up once.
-        order = np.lexsort((f, q))
-        q, f = q[order], f[order]
-        first = np.ones(q.size, dtype=bool)
-        first[1:] = (q[1:] != q[:-1]) | (f[1:] != f[:-1])
-        q, f = q[first], f[first]
-        d = _distances(queries[q], f)
-        wanted, inverse = np.unique(hk.permute(f, self._segments[0]), return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(wanted.size + 1))
-        parts: list[Matches] = []
-        for run in self._runs:
-            slots, ids = hk.lookup_ids(
-                wanted, run.keys[0], run.ids, run.offsets[0], run.dir_bits[0], TOMBSTONE
-            )
-            rows = order[_expand_ranges(bounds[slots], bounds[slots + 1])]
-            counts = bounds[slots + 1] - bounds[slots]
-            parts.append(Matches(q[rows], np.repeat(ids, counts), f[rows], d[rows]))
         return Matches.build(
             np.concatenate([m.query for m in parts]),
             np.concatenate([m.id for m in parts]),
@@ -269,19 +231,6 @@ class InMemoryIndex:
         removed = len(self._tail.fps) - len(keep)
         self._tail = _Tail([f for f, _ in keep], [i for _, i in keep])
         return removed
-
-
-def _expand_ranges(starts: I64Array, stops: I64Array) -> I64Array:
-    """Concatenation of range(starts[i], stops[i]) for all i, without a Python loop."""
-    counts = stops - starts
-    total = int(counts.sum())
-    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
-    return offsets + np.arange(total, dtype=np.int64)
-
-
-def _distances(a: U64Array, b: U64Array) -> I8Array:
-    x = np.bitwise_xor(a, b)
-    return np.bitwise_count(x).astype(np.int8)
 
 
 def _dir_bits(size: int, key_bits: int) -> int:

@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 PROBE_NS = 45.0
 #: Estimated nanoseconds to examine one candidate in a bucket (contiguous popcount scan).
 CANDIDATE_NS = 0.6
-#: Index bytes per fingerprint besides the tables: 8 for the id kept beside table 0.
-ID_BYTES = 8.0
+#: Bytes per fingerprint and table: the permuted key and the id stored beside it.
+ENTRY_BYTES = 16.0
 #: Bucket directory bytes per fingerprint and table (one uint32 offset per ~8 entries).
 DIRECTORY_BYTES = 0.5
 MAX_TABLES = 256
@@ -90,7 +90,7 @@ def evaluate(n: int, k: int, splits: tuple[int, ...]) -> Option:
         tables=tables,
         key_bits=(min(key_bits), max(key_bits)),
         candidates_per_probe=candidates,
-        bytes_per_fingerprint=tables * (8 + DIRECTORY_BYTES) + ID_BYTES,
+        bytes_per_fingerprint=tables * (ENTRY_BYTES + DIRECTORY_BYTES),
         probe_ns=tables * PROBE_NS + candidates * CANDIDATE_NS,
     )
 

@@ -41,8 +41,8 @@ def test_planner_options_for_paper_scale_include_its_designs() -> None:
 
 
 def test_planner_respects_bounds_and_explains() -> None:
-    lean = plan(10_000_000, 3, max_bytes=60)
-    assert lean.chosen.bytes_per_fingerprint <= 60
+    lean = plan(10_000_000, 3, max_bytes=100)
+    assert lean.chosen.bytes_per_fingerprint <= 100
     sharp = plan(10_000_000, 3, max_candidates=0.1)
     assert sharp.chosen.candidates_per_probe <= 0.1
     assert sharp.chosen.tables > lean.chosen.tables

@@ -1,0 +1,275 @@
+"""The decision engine: pages in, crawl-priority decisions out (pure: no Kafka, Redis, Scrapy).
+
+Order of one batch, chosen so that any interleaving of workers ends in the earliest-wins answer:
+
+1. fingerprint every page; its id is its place in the total order (fetch time, URL hash);
+2. ``docs.latest`` finds earlier fetches of the same URLs (revisits);
+3. ``docs.claim`` writes every page's record as *pending* before the index sees the page, so
+   any index entry another worker finds has a record;
+4. ``index.probe_insert`` in page order (a page sees the earlier pages of its own batch);
+5. decide each page: exact duplicate (same checksum, distance 0) or near duplicate of the
+   *earliest earlier* page within k; else unique, or changed/unchanged for a revisit;
+6. later pages within k that were published as not suppressed get an atomic ``docs.correct``
+   and a correcting decision (their own worker lost the race);
+7. ``docs.finalize`` turns pending into the verdict unless a correction got there first, in
+   which case the stored (corrected) verdict is the one published.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dedup_worker.contract.messages import Decision, Page, Verdict
+from dedup_worker.core.index_api import HammingIndex, Matches
+from dedup_worker.core.records import PENDING, SUPPRESSED, DocRecord, DocStore, page_id
+from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming, to_hex
+from dedup_worker.core.text import content_checksum
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The decision rule's knobs (validated by the worker's config)."""
+
+    k: int = 3
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    #: Weight of novelty against depth in the priority of pages worth crawling further.
+    novelty_weight: float = 0.7
+    #: Depth at which the depth factor of the priority halves.
+    depth_halflife: float = 4.0
+
+
+@dataclass
+class _Item:
+    """One page on its way through the batch."""
+
+    page: Page
+    id: int
+    fingerprint: int
+    checksum: str
+    previous: DocRecord | None = None
+    unchanged: bool = False
+    matches: list[tuple[int, int]] = field(default_factory=list)  # (id, distance), others only
+
+
+@dataclass
+class _Outcome:
+    verdict: Verdict
+    original: tuple[str, int] | None = None
+    distance: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+class DedupEngine:
+    """Decides one batch of pages at a time against a shared index and record store."""
+
+    def __init__(
+        self,
+        index: HammingIndex,
+        docs: DocStore,
+        settings: EngineSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.index = index
+        self.docs = docs
+        self.settings = settings or EngineSettings()
+        self.fingerprinter = Fingerprinter(self.settings.features)
+        self.clock = clock
+
+    def process(self, pages: Sequence[Page]) -> list[Decision]:
+        """One decision per page (input order), then corrections of earlier-published pages."""
+        if not pages:
+            return []
+        items = self._prepare(pages)
+        records = self._claim(items)
+        self._probe(items)
+        known = self.docs.get({m for item in items for m, _ in item.matches})
+        known.update(records)
+        outcomes = {item.id: self._decide(item, known) for item in items}
+        corrections = self._corrections(items, known)
+        settled = self.docs.finalize(
+            {i: (o.verdict.value, o.original) for i, o in outcomes.items()}
+        )
+        decisions = [
+            self._decision(item, outcomes[item.id], settled.get(item.id)) for item in items
+        ]
+        return decisions + corrections
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    def _prepare(self, pages: Sequence[Page]) -> list[_Item]:
+        documents = [Document(p.text, p.title) for p in pages]
+        fps = self.fingerprinter.fingerprint_many(documents).tolist()
+        items = [
+            _Item(p, page_id(p.url, p.fetched_at), fp, p.checksum or content_checksum(p.text))
+            for p, fp in zip(pages, fps, strict=True)
+        ]
+        latest = self.docs.latest({item.page.url for item in items})
+        for item in items:
+            previous = latest.get(item.page.url)
+            if previous is not None and previous.id < item.id:
+                item.previous = previous
+                item.unchanged = previous.checksum == item.checksum or (
+                    hamming(previous.fingerprint, item.fingerprint) <= self.settings.k
+                )
+        return items
+
+    def _claim(self, items: list[_Item]) -> dict[int, DocRecord]:
+        records = [
+            DocRecord(
+                i.id, i.page.url, i.page.host, i.page.fetched_at, i.fingerprint, i.checksum, PENDING
+            )
+            for i in items
+        ]
+        existing = self.docs.claim(records)
+        return {r.id: existing.get(r.id, r) for r in records}
+
+    def _probe(self, items: list[_Item]) -> None:
+        """probe_insert in page order; unchanged revisits are not indexed again."""
+        probing = sorted((i for i in items if not i.unchanged), key=lambda i: i.id)
+        if not probing:
+            return
+        fps = np.array([i.fingerprint for i in probing], dtype=np.uint64)
+        ids = np.array([i.id for i in probing], dtype=np.uint64)
+        found: Matches = self.index.probe_insert(fps, ids)
+        for q, ident, dist in zip(
+            found.query.tolist(), found.id.tolist(), found.distance.tolist(), strict=True
+        ):
+            if ident != probing[q].id:
+                probing[q].matches.append((ident, dist))
+
+    def _decide(self, item: _Item, known: dict[int, DocRecord]) -> _Outcome:
+        if item.unchanged and item.previous is not None:
+            distance = hamming(item.previous.fingerprint, item.fingerprint)
+            return _Outcome(Verdict.UNCHANGED, None, distance, {"rule": "same URL, within k"})
+        others = [
+            (ident, dist)
+            for ident, dist in item.matches
+            if ident in known and known[ident].url != item.page.url
+        ]
+        earlier = sorted((ident, dist) for ident, dist in others if ident < item.id)
+        evidence = self._evidence(item, others, earlier)
+        exact = [(i, d) for i, d in earlier if d == 0 and known[i].checksum == item.checksum]
+        if exact or earlier:
+            verdict = Verdict.EXACT_DUPLICATE if exact else Verdict.NEAR_DUPLICATE
+            ident, dist = (exact or earlier)[0]
+            return _Outcome(verdict, (known[ident].url, ident), dist, evidence)
+        if item.previous is not None:
+            distance = hamming(item.previous.fingerprint, item.fingerprint)
+            return _Outcome(Verdict.CHANGED, None, distance, evidence)
+        return _Outcome(Verdict.UNIQUE, None, None, evidence)
+
+    def _corrections(self, items: list[_Item], known: dict[int, DocRecord]) -> list[Decision]:
+        """Later pages within k that did not see this one: mark them, re-decide them."""
+        wanted: dict[int, tuple[str, tuple[str, int]]] = {}
+        for item in items:
+            for ident, dist in item.matches:
+                later = known.get(ident)
+                if later is None or ident < item.id or later.url == item.page.url:
+                    continue
+                original = self._earliest_original(item, later, known)
+                exact = dist == 0 and later.checksum == item.checksum
+                verdict = Verdict.EXACT_DUPLICATE if exact else Verdict.NEAR_DUPLICATE
+                if ident not in wanted or original[1] < wanted[ident][1][1]:
+                    wanted[ident] = (verdict.value, original)
+        if not wanted:
+            return []
+        published = self.docs.correct(wanted)
+        return [self._correction(known[i], *wanted[i]) for i in sorted(published)]
+
+    def _earliest_original(
+        self, item: _Item, later: DocRecord, known: dict[int, DocRecord]
+    ) -> tuple[str, int]:
+        """The earliest page we know within k of ``later``: this one or one of its originals."""
+        best = (item.page.url, item.id)
+        for ident, _ in item.matches:
+            record = known.get(ident)
+            if record is None or ident >= best[1] or record.url == later.url:
+                continue
+            if hamming(record.fingerprint, later.fingerprint) <= self.settings.k:
+                best = (record.url, ident)
+        return best
+
+    # ---- output --------------------------------------------------------------------------
+
+    def _decision(self, item: _Item, outcome: _Outcome, stored: DocRecord | None) -> Decision:
+        if stored is not None and stored.verdict not in (PENDING, outcome.verdict.value):
+            # Corrected by another worker (or decided before a crash): publish the stored state.
+            original = (
+                (stored.duplicate_of, stored.duplicate_of_id or 0) if stored.duplicate_of else None
+            )
+            outcome = _Outcome(
+                Verdict(stored.verdict), original, outcome.distance, {**outcome.evidence,
+                "settled": "stored verdict published (corrected or replayed)"},
+            )  # fmt: skip
+        follow = outcome.verdict in (Verdict.UNIQUE, Verdict.CHANGED)
+        return Decision(
+            url=item.page.url,
+            host=item.page.host,
+            verdict=outcome.verdict,
+            simhash=to_hex(item.fingerprint),
+            priority=self._priority(item, outcome),
+            follow_outlinks=follow,
+            fetched_at=item.page.fetched_at,
+            decided_at=self.clock(),
+            duplicate_of=outcome.original[0] if outcome.original else None,
+            distance=outcome.distance,
+            outlinks=item.page.outlinks if follow else (),
+            corrects=False,
+            evidence=outcome.evidence,
+        )
+
+    def _correction(self, record: DocRecord, verdict: str, original: tuple[str, int]) -> Decision:
+        return Decision(
+            url=record.url,
+            host=record.host,
+            verdict=Verdict(verdict),
+            simhash=to_hex(record.fingerprint),
+            priority=0.0,
+            follow_outlinks=False,
+            fetched_at=record.fetched_at,
+            decided_at=self.clock(),
+            duplicate_of=original[0],
+            distance=None,
+            outlinks=(),
+            corrects=True,
+            evidence={
+                "rule": "an earlier page within k was indexed after this one was decided",
+                "original_id": original[1],
+            },
+        )
+
+    def _evidence(
+        self, item: _Item, others: list[tuple[int, int]], earlier: list[tuple[int, int]]
+    ) -> dict[str, Any]:
+        return {
+            "rule": "near-duplicate of the earliest earlier page within k",
+            "k": self.settings.k,
+            "fingerprint_version": self.settings.features.version_tag,
+            "page_id": item.id,
+            "candidates": len(item.matches),
+            "earlier_matches": len(earlier),
+            "later_matches": len(others) - len(earlier),
+            "nearest": min((d for _, d in others), default=None),
+        }
+
+    def _priority(self, item: _Item, outcome: _Outcome) -> float:
+        depth_factor = float(0.5 ** (item.page.depth / self.settings.depth_halflife))
+        if outcome.verdict.value in SUPPRESSED:
+            return 0.0
+        if outcome.verdict is Verdict.UNCHANGED:
+            return round(0.1 * depth_factor, 4)
+        nearest = outcome.evidence.get("nearest")
+        k = self.settings.k
+        # Nothing within k: fully novel. A match at distance d is (d + 1) / (k + 2) novel.
+        novelty = 1.0 if nearest is None else (int(nearest) + 1) / (k + 2)
+        weight = self.settings.novelty_weight
+        outcome.evidence.update(novelty=round(novelty, 4), depth_factor=round(depth_factor, 4))
+        return round(weight * novelty + (1 - weight) * depth_factor, 4)

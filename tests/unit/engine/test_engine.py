@@ -1,0 +1,148 @@
+"""The decision rule on in-memory backends: verdicts, races, replays, against an oracle."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedup_worker.contract.messages import Decision, Page, Verdict
+from dedup_worker.core.design import build_design
+from dedup_worker.core.engine import DedupEngine, EngineSettings
+from dedup_worker.core.memory_index import InMemoryIndex
+from dedup_worker.core.records import MemoryDocStore, page_id
+from dedup_worker.core.simhash import Fingerprinter, hamming
+
+WORDS = [f"w{i}" for i in range(5000)]
+
+
+def text(seed: int, edits: int = 0, n: int = 300) -> str:
+    rng = random.Random(seed)
+    words = [rng.choice(WORDS) for _ in range(n)]
+    for e in range(edits):
+        words[rng.randrange(n)] = f"edit{seed}x{e}"
+    return " ".join(words)
+
+
+def page(url: str, body: str, at: float, depth: int = 1, links: tuple[str, ...] = ()) -> Page:
+    return Page(url=url, host=url.split("/")[2], fetched_at=at, text=body, outlinks=links,
+                depth=depth)  # fmt: skip
+
+
+def engine(k: int = 3) -> DedupEngine:
+    return DedupEngine(
+        InMemoryIndex(build_design(k, (k + 1,))), MemoryDocStore(), EngineSettings(k=k)
+    )
+
+
+def final_verdicts(decisions: list[Decision]) -> dict[tuple[str, float], Decision]:
+    """The state a consumer ends with: corrections win; otherwise the last decision."""
+    state: dict[tuple[str, float], Decision] = {}
+    for d in decisions:
+        key = (d.url, d.fetched_at)
+        if key in state and state[key].corrects and not d.corrects:
+            continue
+        state[key] = d
+    return state
+
+
+def test_every_verdict() -> None:
+    e = engine()
+    base = text(1)
+    out = e.process([
+        page("http://a.test/1", base, 10.0, links=("http://a.test/x",)),
+        page("http://b.test/1", base, 11.0),                      # same text: exact duplicate
+        page("http://c.test/1", text(1, edits=1), 12.0),          # one word changed: near dup
+        page("http://d.test/1", text(2), 13.0),                   # different: unique
+    ])  # fmt: skip
+    assert [d.verdict for d in out] == [
+        Verdict.UNIQUE, Verdict.EXACT_DUPLICATE, Verdict.NEAR_DUPLICATE, Verdict.UNIQUE
+    ]  # fmt: skip
+    assert out[0].follow_outlinks and out[0].outlinks == ("http://a.test/x",)
+    assert out[1].duplicate_of == out[2].duplicate_of == "http://a.test/1"
+    assert not out[2].follow_outlinks and out[2].outlinks == () and out[2].priority == 0.0
+    assert out[2].distance is not None and out[2].distance <= 3
+    again = e.process([
+        page("http://a.test/1", base, 20.0),                      # revisit, same text
+        page("http://d.test/1", text(3), 21.0),                   # revisit, new text
+    ])  # fmt: skip
+    assert [d.verdict for d in again] == [Verdict.UNCHANGED, Verdict.CHANGED]
+    assert again[0].distance == 0 and not again[0].follow_outlinks
+    assert again[1].follow_outlinks and again[1].distance is not None and again[1].distance > 3
+
+
+def test_later_page_first_gets_a_correction() -> None:
+    e = engine()
+    later = e.process([page("http://m.test/p", text(5, edits=1), 50.0)])
+    assert later[0].verdict is Verdict.UNIQUE
+    out = e.process([page("http://o.test/p", text(5), 40.0)])
+    assert out[0].verdict is Verdict.UNIQUE
+    assert len(out) == 2 and out[1].corrects and out[1].url == "http://m.test/p"
+    assert out[1].verdict is Verdict.NEAR_DUPLICATE and out[1].duplicate_of == "http://o.test/p"
+    assert not out[1].follow_outlinks
+
+
+def test_batch_order_does_not_matter() -> None:
+    e = engine()
+    out = e.process(
+        [page("http://m.test/p", text(6, 1), 50.0), page("http://o.test/p", text(6), 40.0)]
+    )
+    assert [d.verdict for d in out] == [Verdict.NEAR_DUPLICATE, Verdict.UNIQUE]
+    assert len(out) == 2  # the later page saw the earlier one; nothing to correct
+
+
+def test_replay_yields_the_same_decision_and_no_new_entry() -> None:
+    e = engine()
+    batch = [page("http://a.test/1", text(7), 1.0), page("http://b.test/1", text(7, 1), 2.0)]
+    first = e.process(batch)
+    size = len(e.index)  # type: ignore[arg-type]
+    second = e.process(batch)
+    assert [(d.url, d.verdict, d.duplicate_of) for d in second] == [
+        (d.url, d.verdict, d.duplicate_of) for d in first
+    ]
+    assert len(e.index) == size  # type: ignore[arg-type]
+
+
+def test_page_ids_are_ordered_by_fetch_time() -> None:
+    assert page_id("http://z.test/", 1.0) < page_id("http://a.test/", 1.001)
+    assert page_id("http://a.test/", 5.0) == page_id("http://a.test/", 5.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), batch=st.integers(1, 7))
+def test_any_arrival_order_ends_in_the_earliest_wins_answer(seed: int, batch: int) -> None:
+    rng = random.Random(seed)
+    pages = []
+    for family in range(6):
+        for member in range(rng.randint(1, 4)):
+            body = text(1000 * seed + family, edits=rng.choice([0, 0, 1, 2, 30]))
+            at = rng.uniform(0, 100)
+            pages.append(page(f"http://h{family}.test/{member}-{seed}", body, at))
+    e = engine()
+    arrival = pages.copy()
+    rng.shuffle(arrival)
+    decisions = []
+    for start in range(0, len(arrival), batch):
+        decisions += e.process(arrival[start : start + batch])
+    state = final_verdicts(decisions)
+    fingerprints = Fingerprinter(e.settings.features)
+    fp = {p.url: fingerprints.fingerprint(p.text, p.title) for p in pages}
+    ordered = sorted(pages, key=lambda p: page_id(p.url, p.fetched_at))
+    for index, p in enumerate(ordered):
+        earlier = [q for q in ordered[:index] if hamming(fp[q.url], fp[p.url]) <= 3]
+        got = state[(p.url, p.fetched_at)]
+        suppressed = got.verdict in (Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE)
+        assert suppressed == bool(earlier), (p.url, got.verdict, [q.url for q in earlier])
+        if suppressed:
+            assert got.duplicate_of in {q.url for q in earlier}
+    assert all(0.0 <= d.priority <= 1.0 for d in decisions)
+
+
+@pytest.mark.parametrize("depth", [0, 4, 12])
+def test_priority_falls_with_depth(depth: int) -> None:
+    e = engine()
+    shallow = e.process([page("http://x.test/a", text(9), 1.0, depth=0)])[0].priority
+    deep = e.process([page("http://x.test/b", text(10), 1.0, depth=depth)])[0].priority
+    assert deep <= shallow and 0 < deep <= 1
