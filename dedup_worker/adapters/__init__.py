@@ -1,0 +1,1 @@
+"""Adapters around the pure core: Redis-backed index and record store."""
