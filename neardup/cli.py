@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from neardup.commands import batch as batch_commands
+from neardup.commands import report as report_commands
 from neardup.commands import stack as stack_commands
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     batch_commands.register(commands)
     stack_commands.register(commands)
+    report_commands.register(commands)
     return parser
 
 

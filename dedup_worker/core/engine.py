@@ -210,6 +210,8 @@ class DedupEngine:
                 "settled": "stored verdict published (corrected or replayed)"},
             )  # fmt: skip
         follow = outcome.verdict in (Verdict.UNIQUE, Verdict.CHANGED)
+        if not follow:
+            outcome.evidence["suppressed_outlinks"] = len(item.page.outlinks)
         return Decision(
             url=item.page.url,
             host=item.page.host,
