@@ -1,0 +1,298 @@
+"""Lua scripts of the Redis doc store (Redis 6.2+: EVALSHA, Lua 5.1 with ``bit``).
+
+One call works on the records of one shard (see :mod:`redis_docs_codec` for keys and the
+record encoding): KEYS[1] is the shard's ``:s`` key and routes the call to the shard's slot;
+bucket keys are built here as prefix .. suffix, which shares KEYS[1]'s hash tag (the index
+scripts do the same, to keep redis-py's command packing small). A call reads each
+bucket it touches once and writes it back once, so every check-then-write is atomic.
+
+Lua numbers are doubles and Lua's ``<`` on strings follows the server's locale, so ids are
+compared byte by byte as 8-byte big-endian strings, never as numbers.
+"""
+
+from __future__ import annotations
+
+from dedup_worker.adapters.redis_docs_codec import HAS_DUP_ID, PENDING_CODE, SUPPRESSED_CODES
+
+_CONSTANTS = "\n".join(
+    (
+        f"local PENDING, HAS_DUP_ID = {PENDING_CODE}, {HAS_DUP_ID}",
+        "local SUPPRESSED = {" + ", ".join(f"[{c}] = true" for c in SUPPRESSED_CODES) + "}",
+    )
+)
+
+#: Helpers shared by the scripts: record walking, id comparison, one read/write per bucket.
+#: Expects ``prefix`` (bucket key prefix) and ``ttl`` (seconds, 0 = none) to be set first
+#: (by ``_ARGS``).
+_PRELUDE = """
+local function u16(s, i)
+  local a, b = string.byte(s, i, i + 1)
+  return a * 256 + b
+end
+
+local function p16(n)
+  return string.char(math.floor(n / 256), n % 256)
+end
+
+-- The record with this 8-byte id in bucket s: its start and size, or nil.
+local function find(s, id)
+  local pos, n = 1, #s
+  while pos <= n do
+    local size = 12 + u16(s, pos + 8) + u16(s, pos + 10)
+    if string.sub(s, pos, pos + 7) == id then return pos, size end
+    pos = pos + size
+  end
+  return nil
+end
+
+-- a < b for 8-byte big-endian ids.
+local function less(a, b)
+  for i = 1, 8 do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+
+local cache, dirty = {}, {}
+local function load(suffix)
+  local s = cache[suffix]
+  if s == nil then
+    s = redis.call('GET', prefix .. suffix) or ''
+    cache[suffix] = s
+  end
+  return s
+end
+
+local function store(suffix, s)
+  cache[suffix] = s
+  dirty[suffix] = true
+end
+
+local function flush()
+  for suffix in pairs(dirty) do
+    if ttl > 0 then
+      redis.call('SET', prefix .. suffix, cache[suffix], 'EX', ttl)
+    else
+      redis.call('SET', prefix .. suffix, cache[suffix])
+    end
+  end
+end
+
+-- Longest common prefix length of a and b (binary search on equal substrings).
+local function common(a, b)
+  local lo, hi = 0, math.min(#a, #b)
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if string.sub(a, 1, mid) == string.sub(b, 1, mid) then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
+-- Bucket s with the record at pos given a new mutable part: template, then the duplicate's
+-- URL (when the template says so) as its common prefix with the record's URL and the rest.
+local function rewrite(s, pos, size, template, dup_url)
+  local imm = pos + 12 + u16(s, pos + 8)
+  local mut = template
+  if bit.band(string.byte(template, 1), 0x20) ~= 0 then
+    local url = string.sub(s, imm + 2, imm + 1 + u16(s, imm))
+    local same = common(url, dup_url)
+    mut = mut .. p16(same) .. string.sub(dup_url, same + 1)
+  end
+  local rec = string.sub(s, pos, pos + 7) .. p16(#mut) .. string.sub(s, pos + 10, pos + 11)
+    .. mut .. string.sub(s, imm, pos + size - 1)
+  return string.sub(s, 1, pos - 1) .. rec .. string.sub(s, pos + size)
+end
+"""
+
+#: Every script but POINT takes the same arguments and reads its entries in order:
+#:
+#: KEYS[1]   the shard's strays key (hash: URL key -> 8-byte id; routes the call to its slot)
+#: ARGV[1]   ttl in seconds of written buckets, "0" for none
+#: ARGV[2]   the shard's bucket key prefix, e.g. "nd:{ns:d3}:"
+#: ARGV[3]   each entry's bucket key suffix (hex), space-separated
+#: ARGV[4]   the entries, concatenated; each script documents its entry
+#:
+#: One blob instead of one argument per field: redis-py's per-argument packing was the
+#: largest client cost of a batch.
+_ARGS = """
+local ttl, prefix, blob = tonumber(ARGV[1]), ARGV[2], ARGV[4]
+local suffixes = {}
+for suffix in string.gmatch(ARGV[3], '%x+') do suffixes[#suffixes + 1] = suffix end
+"""
+
+
+def _script(body: str) -> str:
+    return _ARGS + _CONSTANTS + _PRELUDE + body
+
+
+#: Store records whose id is new; return the stored record otherwise.
+#:
+#: Entry: an encoded record (self-delimiting: id 8, n_mut 2, n_imm 2, then n_mut + n_imm).
+#: Returns, per record in order, false (stored) or the record already stored under its id.
+CLAIM = _script(
+    """
+local out, at = {}, 1
+for k = 1, #suffixes do
+  local size = 12 + u16(blob, at + 8) + u16(blob, at + 10)
+  local rec = string.sub(blob, at, at + size - 1)
+  at = at + size
+  local s = load(suffixes[k])
+  local pos, stored = find(s, string.sub(rec, 1, 8))
+  if pos then
+    out[k] = string.sub(s, pos, pos + stored - 1)
+  else
+    store(suffixes[k], s .. rec)
+    out[k] = false
+  end
+end
+flush()
+return out
+"""
+)
+
+#: Records by id.
+#:
+#: Entry: an 8-byte id. Returns, per id in order, the record or false.
+GET = _script(
+    """
+local out = {}
+for k = 1, #suffixes do
+  local s = load(suffixes[k])
+  local pos, size = find(s, string.sub(blob, 8 * k - 7, 8 * k))
+  out[k] = pos and string.sub(s, pos, pos + size - 1) or false
+end
+return out
+"""
+)
+
+#: The latest record of each URL: the highest id among the URL's bucket's records of that URL,
+#: and the URL's stray pointer when it is higher still (the caller then fetches that id).
+#:
+#: Entry: a URL key (2-byte length, then the URL), with the URL's bucket suffix.
+#: Returns two items per URL in order: the best record in the bucket or false, and the
+#: stray id when it is higher than that record's id, else false.
+LATEST = _script(
+    """
+local out, at = {}, 1
+for k = 1, #suffixes do
+  local key = string.sub(blob, at, at + 1 + u16(blob, at))
+  at = at + #key
+  local s = load(suffixes[k])
+  local pos, n, best, best_id, best_size = 1, #s, nil, nil, 0
+  while pos <= n do
+    local imm = pos + 12 + u16(s, pos + 8)
+    local size = imm - pos + u16(s, pos + 10)
+    if string.sub(s, imm, imm + #key - 1) == key then
+      local id = string.sub(s, pos, pos + 7)
+      if not best or less(best_id, id) then best, best_id, best_size = pos, id, size end
+    end
+    pos = pos + size
+  end
+  local stray = redis.call('HGET', KEYS[1], key)
+  out[2 * k - 1] = best and string.sub(s, best, best + best_size - 1) or false
+  out[2 * k] = (stray and (not best or less(best_id, stray))) and stray or false
+end
+return out
+"""
+)
+
+#: Point URLs at stray records (ids without their URL's hash bits) unless a later one is there.
+#:
+#: KEYS[1]   the shard's strays key (hash: URL key -> 8-byte id)
+#: ARGV[1]   ttl in seconds, "0" for none
+#: ARGV[2..] pairs: URL key, 8-byte id
+#:
+#: Returns the number of pointers written.
+POINT = """
+local ttl, written = tonumber(ARGV[1]), 0
+local function less(a, b)
+  for i = 1, 8 do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+for i = 2, #ARGV, 2 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  if not current or less(current, ARGV[i + 1]) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    written = written + 1
+  end
+end
+if written > 0 and ttl > 0 then redis.call('EXPIRE', KEYS[1], ttl) end
+return written
+"""
+
+#: Compare-and-set pending -> verdict.
+#:
+#: Entry: id 8 | n_template 2 | n_url 2 | template (code, dup id, spelled-out verdict) |
+#: the duplicate's URL (used only when the template's code has the 0x20 flag).
+#: Returns per entry: "" (was pending, now set), the stored record (not pending), or false
+#: (no such record).
+FINALIZE = _script(
+    """
+local out, at = {}, 1
+for k = 1, #suffixes do
+  local id, nt, nu = string.sub(blob, at, at + 7), u16(blob, at + 8), u16(blob, at + 10)
+  local template = string.sub(blob, at + 12, at + 11 + nt)
+  local dup_url = string.sub(blob, at + 12 + nt, at + 11 + nt + nu)
+  at = at + 12 + nt + nu
+  local s = load(suffixes[k])
+  local pos, size = find(s, id)
+  if not pos then
+    out[k] = false
+  elseif string.byte(s, pos + 12) % 16 ~= PENDING then
+    out[k] = string.sub(s, pos, pos + size - 1)
+  else
+    store(suffixes[k], rewrite(s, pos, size, template, dup_url))
+    out[k] = ''
+  end
+end
+flush()
+return out
+"""
+)
+
+#: Mark pages as duplicates where ``records.correction_applies``: the page is not suppressed,
+#: or has no original id, or the new original is earlier than its current one.
+#:
+#: Entry: id 8 | original id 8 | n_template 2 | n_url 2 | template | the original's URL.
+#: Returns one character per entry: "1" applied to a published (not suppressed, not pending)
+#: record, which needs a correcting decision; "0" otherwise (absorbed, unchanged or missing).
+CORRECT = _script(
+    """
+local out, at = {}, 1
+for k = 1, #suffixes do
+  local id, original = string.sub(blob, at, at + 7), string.sub(blob, at + 8, at + 15)
+  local nt, nu = u16(blob, at + 16), u16(blob, at + 18)
+  local template = string.sub(blob, at + 20, at + 19 + nt)
+  local dup_url = string.sub(blob, at + 20 + nt, at + 19 + nt + nu)
+  at = at + 20 + nt + nu
+  local s = load(suffixes[k])
+  local pos, size = find(s, id)
+  out[k] = '0'
+  if pos then
+    local code = string.byte(s, pos + 12)
+    local suppressed = SUPPRESSED[code % 16]
+    local applies = not suppressed or bit.band(code, HAS_DUP_ID) == 0
+      or less(original, string.sub(s, pos + 13, pos + 20))
+    if applies then
+      if not suppressed and code % 16 ~= PENDING then out[k] = '1' end
+      store(suffixes[k], rewrite(s, pos, size, template, dup_url))
+    end
+  end
+end
+flush()
+return table.concat(out)
+"""
+)
+
+SCRIPTS = {
+    "claim": CLAIM,
+    "get": GET,
+    "latest": LATEST,
+    "point": POINT,
+    "finalize": FINALIZE,
+    "correct": CORRECT,
+}
