@@ -1,0 +1,325 @@
+"""Numba kernels for resemblance sketches of word 4-shingles (sketch version 1).
+
+Words and shingle hashes are exactly those of fingerprint version 1 (``_simhash_kernel``'s
+``_transitions``, ``_word_hashes`` and ``_shingles``), so a sketch, the simhash and the exact
+reference in ``quality.py`` all see the same tokens.
+
+* One-permutation hashing (OPH, Li, Owen and Zhang 2012): every shingle hash is used once; its
+  top ``log2 m`` bits choose a bin, the bin keeps its smallest hash. Empty bins borrow the value
+  of a bin chosen by a fixed pseudo-random probe sequence (Shrivastava's optimal densification,
+  2017), so two pages agree on an empty bin exactly as often as on a full one. Only the low
+  ``b`` bits of each minimum are kept (b-bit minwise hashing, Li and König 2010): for
+  near-duplicates, many short samples estimate resemblance better than few long ones.
+* Classic k-permutation MinHash (Broder 1997) for the super-shingle detector: ``n`` independent
+  minima per page, one fmix64 permutation each; slower, kept as the textbook baseline.
+* ``fingerprint_sketch_segments``: the simhash of ``simhash_segments`` and the OPH sketch in one
+  pass, so the words are found and hashed once per page.
+
+Every constant here defines sketch version 1; the golden values in
+``tests/unit/quality/test_sketch.py`` pin it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from dedup_worker.core._simhash_kernel import (
+    _in_table,
+    _majority,
+    _shingles,
+    _transitions,
+    _vote,
+    _word_hashes,
+    fmix64,
+)
+
+U64 = np.uint64
+EMPTY = U64(0xFFFFFFFFFFFFFFFF)
+#: Word shingle size of the reference resemblance and of every sketch.
+SHINGLE = 4
+_PROBE_MUL = U64(0x9E3779B97F4A7C15)
+_PERM_SEED = U64(0x2545F4914F6CDD1D)
+_SUPER_MUL = U64(0xBF58476D1CE4E5B9)
+_NO_STOP = np.zeros(0, dtype=np.uint64)
+SKETCH_VERSION = 1
+#: Bytes before the packed bins: version, format, shingle count (2).
+HEADER = 4
+
+
+@njit(cache=True)
+def _segment_words(words: np.ndarray, start: int, end: int, bounds: np.ndarray) -> int:
+    """Hashes of every word of one byte segment into bounds[:n] (no stop-word removal)."""
+    n = _transitions(words.view(np.uint8), start, end, bounds) // 2
+    return int(_word_hashes(words, bounds, n, _NO_STOP))
+
+
+@njit(cache=True)
+def shingle_hashes(
+    words: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """All word 4-shingle hashes of each segment, concatenated; returns (hashes, offsets)."""
+    total = 0
+    longest = 0
+    for s in range(starts.size):
+        total += ends[s] - starts[s]
+        longest = max(longest, ends[s] - starts[s])
+    out = np.empty(total // 2 + starts.size + 1, dtype=np.uint64)
+    offsets = np.zeros(starts.size + 1, dtype=np.int64)
+    bounds = np.empty(longest + 2, dtype=np.int64)
+    at = 0
+    for s in range(starts.size):
+        n = _shingles(bounds, _segment_words(words, starts[s], ends[s], bounds), SHINGLE)
+        out[at : at + n] = bounds[:n].view(np.uint64)
+        at += n
+        offsets[s + 1] = at
+    return out[:at], offsets
+
+
+# ---- one-permutation hashing ----------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _oph_update(mins: np.ndarray, shingles: np.ndarray, n: int, shift: U64) -> None:
+    """Each hash lands in the bin named by its top bits and keeps the bin's minimum."""
+    for i in range(n):
+        h = U64(shingles[i])
+        b = h >> shift
+        mins[b] = min(mins[b], h)
+
+
+@njit(cache=True)
+def _densify(mins: np.ndarray, out: np.ndarray, shift: U64) -> None:
+    """out = mins with every empty bin filled from the first full bin of its probe sequence."""
+    m = mins.size
+    full = 0
+    for i in range(m):
+        out[i] = mins[i]
+        full += 1 if mins[i] != EMPTY else 0
+    if full in (0, m):
+        return
+    for i in range(m):
+        if mins[i] != EMPTY:
+            continue
+        attempt = U64(0)
+        while True:
+            attempt += U64(1)
+            j = fmix64(U64(i) * _PROBE_MUL + attempt) >> shift
+            if mins[j] != EMPTY:
+                out[i] = mins[j]
+                break
+
+
+@njit(cache=True)
+def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
+    """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out."""
+    out[:] = 0
+    mask = (U64(1) << U64(bits)) - U64(1)
+    for i in range(values.size):
+        v = values[i] & mask
+        pos = i * bits
+        for k in range(0, bits, 8):
+            out[(pos + k) >> 3] |= np.uint8(((v >> U64(k)) << U64(pos & 7)) & U64(255))
+
+
+@njit(cache=True)
+def _finish_sketch(
+    mins: np.ndarray, dense: np.ndarray, shift: U64, bits: int, count: int, row: np.ndarray
+) -> None:
+    """The header and the packed densified bins into ``row``.
+
+    Header: sketch version, log2(bins) << 4 | log2(bits), shingle count (uint16 LE, saturating):
+    a sketch names its own format, so ``verify`` never compares sketches of different kinds.
+    """
+    _densify(mins, dense, shift)
+    count = min(count, 65535)
+    row[0] = np.uint8(SKETCH_VERSION)
+    row[1] = np.uint8(((64 - int(shift)) << 4) | _log2(bits))
+    row[2] = np.uint8(count & 255)
+    row[3] = np.uint8(count >> 8)
+    _pack(dense, bits, row[HEADER:])
+
+
+@njit(cache=True, inline="always")
+def _log2(x: int) -> int:
+    r = 0
+    while (1 << r) < x:
+        r += 1
+    return r
+
+
+@njit(cache=True, nogil=True)
+def oph_sketch_segments(
+    words: np.ndarray, starts: np.ndarray, ends: np.ndarray, log2_bins: int, bits: int
+) -> np.ndarray:
+    """One OPH sketch row (header + m * b / 8 bytes) per segment."""
+    m = 1 << log2_bins
+    shift = U64(64 - log2_bins)
+    rows = np.zeros((starts.size, HEADER + m * bits // 8), dtype=np.uint8)
+    longest = 0
+    for s in range(starts.size):
+        longest = max(longest, ends[s] - starts[s])
+    bounds = np.empty(longest + 2, dtype=np.int64)
+    mins = np.empty(m, dtype=np.uint64)
+    dense = np.empty(m, dtype=np.uint64)
+    for s in range(starts.size):
+        n = _segment_words(words, starts[s], ends[s], bounds)
+        _sketch_words(bounds, n, mins, dense, shift, bits, rows[s])
+    return rows
+
+
+@njit(cache=True)
+def _sketch_words(
+    hashes: np.ndarray,
+    n: int,
+    mins: np.ndarray,
+    dense: np.ndarray,
+    shift: U64,
+    bits: int,
+    row: np.ndarray,
+) -> None:
+    """The sketch of a segment's ``n`` word hashes into ``row`` (overwrites the hashes)."""
+    mins[:] = EMPTY
+    n = _shingles(hashes, n, SHINGLE)
+    _oph_update(mins, hashes, n, shift)
+    _finish_sketch(mins, dense, shift, bits, n, row)
+
+
+@njit(cache=True, nogil=True)
+def fingerprint_sketch_segments(
+    words: np.ndarray,
+    seg_start: np.ndarray,
+    seg_end: np.ndarray,
+    seg_weight: np.ndarray,
+    seg_doc: np.ndarray,
+    n_docs: int,
+    shingle: int,
+    stop_table: np.ndarray,
+    log2_bins: int,
+    bits: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``simhash_segments``'s fingerprints plus an OPH sketch of each document's first segment.
+
+    The first segment of a document is its body text (the reference compares visible text
+    only); titles and headings vote in the simhash as usual.
+    """
+    buf = words.view(np.uint8)
+    m = 1 << log2_bins
+    shift = U64(64 - log2_bins)
+    fps = np.zeros(n_docs, dtype=np.uint64)
+    rows = np.zeros((n_docs, HEADER + m * bits // 8), dtype=np.uint8)
+    longest = 0
+    for s in range(seg_start.size):
+        longest = max(longest, seg_end[s] - seg_start[s])
+    bounds = np.empty(longest + 2, dtype=np.int64)
+    features = np.empty(longest + 2, dtype=np.int64)
+    counts = np.zeros(64, dtype=np.int64)
+    mins = np.empty(m, dtype=np.uint64)
+    dense = np.empty(m, dtype=np.uint64)
+    s = 0
+    while s < seg_start.size:
+        doc = seg_doc[s]
+        counts[:] = 0
+        total = 0
+        first = True
+        while s < seg_start.size and seg_doc[s] == doc:
+            n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
+            n = _word_hashes(words, bounds, n, _NO_STOP)
+            voters = _features(bounds, n, features, shingle, stop_table)
+            if seg_weight[s] > 0:
+                _vote(features if voters[1] else bounds, voters[0], seg_weight[s], counts)
+                total += voters[0] * seg_weight[s]
+            if first:
+                _sketch_words(bounds, n, mins, dense, shift, bits, rows[doc])
+                first = False
+            s += 1
+        fps[doc] = _majority(counts, total) if total > 0 else U64(0)
+    return fps, rows
+
+
+@njit(cache=True, inline="always")
+def _features(
+    hashes: np.ndarray, n: int, out: np.ndarray, shingle: int, stop_table: np.ndarray
+) -> tuple[int, bool]:
+    """The simhash features of a segment's word hashes: (count, whether they are in ``out``).
+
+    Single words without stop-word removal vote straight from the word hashes (no copy); the
+    word hashes themselves stay intact for the sketch's 4-shingles.
+    """
+    if shingle == 1 and stop_table.size == 0:
+        return n, False
+    kept = 0
+    for i in range(n):
+        h = U64(hashes[i])
+        if stop_table.size == 0 or not _in_table(stop_table, h):
+            out[kept] = hashes[i]
+            kept += 1
+    return int(_shingles(out, kept, shingle)), True
+
+
+@njit(cache=True)
+def bin_matches(rows: np.ndarray, left: np.ndarray, right: np.ndarray, bits: int) -> np.ndarray:
+    """For each pair (left[p], right[p]) of sketch rows: how many bins agree."""
+    out = np.zeros(left.size, dtype=np.int64)
+    payload = rows.shape[1] - HEADER
+    m = payload * 8 // bits
+    mask = (1 << bits) - 1
+    for p in range(left.size):
+        a = rows[left[p]]
+        b = rows[right[p]]
+        same = 0
+        for i in range(m):
+            pos = i * bits
+            va = _unpack_one(a, pos, bits) & mask
+            vb = _unpack_one(b, pos, bits) & mask
+            same += 1 if va == vb else 0
+        out[p] = same
+    return out
+
+
+@njit(cache=True, inline="always")
+def _unpack_one(row: np.ndarray, pos: int, bits: int) -> int:
+    value = 0
+    for k in range(0, bits, 8):
+        byte = (pos + k) >> 3
+        value |= (int(row[HEADER + byte]) >> (pos & 7)) << k
+    return value
+
+
+# ---- classic MinHash and super-shingles ------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def minhash_segments(
+    words: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_perm: int
+) -> np.ndarray:
+    """``n_perm`` independent minima of the 4-shingle hashes of each segment (Broder)."""
+    out = np.full((starts.size, n_perm), EMPTY, dtype=np.uint64)
+    seeds = np.empty(n_perm, dtype=np.uint64)
+    for p in range(n_perm):
+        seeds[p] = fmix64(_PERM_SEED + U64(p))
+    longest = 0
+    for s in range(starts.size):
+        longest = max(longest, ends[s] - starts[s])
+    bounds = np.empty(longest + 2, dtype=np.int64)
+    for s in range(starts.size):
+        n = _shingles(bounds, _segment_words(words, starts[s], ends[s], bounds), SHINGLE)
+        for i in range(n):
+            h = U64(bounds[i])
+            for p in range(n_perm):
+                v = fmix64(h ^ seeds[p])
+                out[s, p] = min(out[s, p], v)
+    return out
+
+
+@njit(cache=True)
+def super_shingles(minhashes: np.ndarray, groups: int, size: int) -> np.ndarray:
+    """Broder's super-shingles: a hash of each of ``groups`` runs of ``size`` minima."""
+    out = np.empty((minhashes.shape[0], groups), dtype=np.uint64)
+    for d in range(minhashes.shape[0]):
+        for g in range(groups):
+            h = U64(g + 1)
+            for j in range(size):
+                h = (h ^ minhashes[d, g * size + j]) * _SUPER_MUL
+            out[d, g] = fmix64(h)
+    return out

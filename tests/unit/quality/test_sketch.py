@@ -1,0 +1,207 @@
+"""Sketch version 1: golden values, the fused kernel, the estimator, Broder's super-shingles."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedup_worker.core import quality
+from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
+from dedup_worker.core.sketch import (
+    DEFAULT_SKETCH,
+    MinHasher,
+    SketchConfig,
+    Sketcher,
+    SuperShingleConfig,
+    estimate,
+    estimate_rows,
+    match_probability,
+    minhash_estimates,
+    sketch_count,
+    super_shingles,
+    verify,
+)
+from dedup_worker.errors import ConfigError
+
+FOX = "The quick brown fox jumps over the lazy dog."
+TEXTS = [
+    "",
+    FOX,
+    FOX + " " + FOX * 4 + " And then it rests.",
+    "Ｆｕｌｌ-width ＡＢＣ, Straße café, naïve résumé",
+    "東京都の天気は晴れです。明日は雨でしょう。",
+    "one two three",
+]
+
+# Changing any of these changes sketch version 1: bump SKETCH_VERSION instead.
+GOLDEN_DEFAULT = [  # (header hex, blake2b-64 of the whole sketch)
+    ("01910000", "08f8899bfab7003c"),
+    ("01910600", "696bcafbbf53873e"),
+    ("01912e00", "e7c3a5ad2eaeee28"),
+    ("01910400", "56ef49640fe15952"),
+    ("01911000", "c0c73c5fd8444af9"),
+    ("01910100", "593a7115c18c9ea5"),
+]
+GOLDEN_16_BINS_8_BITS = [
+    "01430000ffffffffffffffffffffffffffffffff",
+    "01430600e5a18ba1e5608ba16087e50f0f0f8787",
+    "01432e0020a18ba1e58e8ba16087e55252528787",
+    "01430400c35151c322c3c3c3c3c3515122515122",
+    "01431000946df137796c7e2a373679c1ae2af16d",
+    "01430100e9e9e9e9e9e9e9e9e9e9e9e9e9e9e9e9",
+]
+
+
+def _sketches(texts: list[str], config: SketchConfig = DEFAULT_SKETCH) -> list[bytes]:
+    return Sketcher(config).sketch_many([Document(t) for t in texts])
+
+
+def test_golden_sketches() -> None:
+    got = _sketches(TEXTS)
+    assert [(s[:4].hex(), hashlib.blake2b(s, digest_size=8).hexdigest()) for s in got] == (
+        GOLDEN_DEFAULT
+    )
+    assert [s.hex() for s in _sketches(TEXTS, SketchConfig(log2_bins=4, bits=8))] == (
+        GOLDEN_16_BINS_8_BITS
+    )
+
+
+def test_golden_minhash_and_super_shingles() -> None:
+    signature = MinHasher(4).signatures([FOX])[0]
+    assert [f"{int(v):016x}" for v in signature] == [
+        "45b14404d4fd3731",
+        "4bd1dd4e9ae66604",
+        "0d16a0605ec690d0",
+        "07e901da63c5c927",
+    ]
+    supers = super_shingles(MinHasher(84).signatures([FOX]), SuperShingleConfig())
+    assert supers[0, :2].tolist() == [12497434259248625010, 3496583881202174711]
+
+
+def test_same_sketch_in_a_fresh_process() -> None:
+    code = (
+        "from dedup_worker.core.sketch import Sketcher;"
+        f"print(Sketcher().sketch_texts([{FOX!r}])[0].tobytes().hex())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == _sketches([FOX])[0].hex()
+
+
+def test_header_names_format_and_count() -> None:
+    sketch = _sketches([FOX])[0]
+    assert len(sketch) == DEFAULT_SKETCH.nbytes == 132
+    assert sketch[1] == DEFAULT_SKETCH.format_byte
+    assert sketch_count(sketch) == 6  # nine words, six 4-shingles
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=80), st.text(max_size=12), st.lists(st.text(max_size=10), max_size=2)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(
+        [
+            FeatureConfig(),
+            FeatureConfig(shingle=3),
+            FeatureConfig(title_weight=0),
+            FeatureConfig(shingle=2, drop_stop_words=True, heading_weight=3),
+        ]
+    ),
+)
+def test_fused_kernel_matches_separate_ones(
+    docs: list[tuple[str, str, list[str]]], features: FeatureConfig
+) -> None:
+    documents = [Document(text, title, tuple(heads)) for text, title, heads in docs]
+    sketcher = Sketcher(SketchConfig(log2_bins=6, bits=4), features)
+    fingerprints, rows = sketcher.fingerprint_and_sketch(documents)
+    assert fingerprints.tolist() == Fingerprinter(features).fingerprint_many(documents).tolist()
+    assert [r.tobytes() for r in rows] == sketcher.sketch_many(documents)
+
+
+def _variant(words: list[str], changes: int, rng: random.Random) -> str:
+    out = list(words)
+    for _ in range(changes):
+        out[rng.randrange(len(out))] = f"changed{rng.randrange(10**6)}"
+    return " ".join(out)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT_SKETCH, SketchConfig(log2_bins=8, bits=4), SketchConfig(log2_bins=7, bits=16)],
+)
+def test_estimate_tracks_true_resemblance(config: SketchConfig) -> None:
+    rng = random.Random(5)
+    words = [f"w{rng.randrange(5000)}" for _ in range(900)]
+    texts = [" ".join(words)] + [_variant(words, c, rng) for c in (0, 5, 15, 40, 120, 400)]
+    sketches = _sketches(texts, config)
+    sets = quality.shingle_sets(texts)
+    others = np.arange(1, len(texts), dtype=np.int64)
+    truth = quality.jaccard(sets, np.zeros_like(others), others)
+    estimates = [estimate(sketches[0], s) for s in sketches[1:]]
+    assert estimates[0] == 1.0
+    assert np.abs(np.array(estimates) - truth).max() < 0.08
+    rows = np.frombuffer(b"".join(sketches), np.uint8).reshape(len(texts), -1)
+    batch = estimate_rows(rows, np.zeros_like(others), others)
+    assert batch.tolist() == pytest.approx(estimates)
+
+
+def test_verify_is_symmetric_and_thresholded() -> None:
+    rng = random.Random(2)
+    words = [f"w{rng.randrange(5000)}" for _ in range(900)]
+    same, close, far = _sketches(
+        [" ".join(words), _variant(words, 2, rng), _variant(words, 200, rng)]
+    )
+    assert verify(same, close)[0] and verify(close, same) == verify(same, close)
+    assert not verify(same, far)[0]
+    strict = SketchConfig(threshold=1.0)
+    assert not verify(same, close, strict)[0]
+    guarded = SketchConfig(short_shingles=2000, short_threshold=1.0)  # every page counts as short
+    assert not verify(same, close, guarded)[0]
+
+
+def test_empty_pages_and_mismatched_formats() -> None:
+    empty, fox = _sketches(["", FOX])
+    assert estimate(empty, empty) == 1.0
+    assert estimate(empty, fox) == 0.0
+    other = _sketches([FOX], SketchConfig(log2_bins=8, bits=4))[0]
+    with pytest.raises(ValueError, match="formats"):
+        estimate(fox, other)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError):
+        SketchConfig(bits=3)
+    with pytest.raises(ConfigError):
+        SketchConfig(log2_bins=2)
+    with pytest.raises(ConfigError):
+        SuperShingleConfig(groups=2, match=3)
+
+
+def test_super_shingle_probability() -> None:
+    config = SuperShingleConfig(groups=6, size=14, match=2)
+    assert match_probability(1.0, config) == pytest.approx(1.0)
+    assert match_probability(0.0, config) == 0.0
+    values = [match_probability(j / 10, config) for j in range(11)]
+    assert values == sorted(values)
+    assert 0.35 < match_probability(0.9, config) < 0.5  # Broder's filter is strict at 0.9
+
+
+def test_minhash_estimates_resemblance() -> None:
+    rng = random.Random(3)
+    words = [f"w{rng.randrange(5000)}" for _ in range(900)]
+    texts = [" ".join(words), _variant(words, 30, rng)]
+    signatures = MinHasher(256).signatures(texts)
+    truth = quality.jaccard(quality.shingle_sets(texts), np.array([0]), np.array([1]))[0]
+    got = minhash_estimates(signatures, np.array([0]), np.array([1]))[0]
+    assert abs(got - truth) < 0.08
