@@ -23,7 +23,8 @@ Record (all integers big-endian)::
 
     id 8 | n_mut 2 | n_imm 2 | mutable (n_mut) | immutable (n_imm)
     mutable:   code 1 | [dup id 8] | [verdict: len 1, utf-8] | [dup url: prefix 2, suffix]
-    immutable: url len 2 | url | fingerprint 8 | fetched_at f64 | checksum | host
+    immutable: url len 2 | url | fingerprint 8 | fetched_at f64 | checksum | sketch len 2 |
+               sketch | host
 
 ``code`` = verdict code (low nibble; 0 = spelled out) | 0x10 has dup id | 0x20 has dup url.
 The duplicate's URL is stored as its common prefix length with the page's own URL plus the
@@ -210,6 +211,7 @@ def _encode(record: DocRecord) -> bytes:
             url_key(record.url),
             _FIXED.pack(record.fingerprint, record.fetched_at),
             _checksum(record.checksum),
+            _U16.pack(len(record.sketch)) + record.sketch,
             _host(url, record.host),
         )
     )
@@ -285,11 +287,12 @@ def _check(ok: bool, what: str, detail: object) -> None:
 def decode(raw: bytes) -> DocRecord:
     ident, n_mut, n_imm = HEADER.unpack_from(raw)
     start = HEADER.size
-    url, fingerprint, fetched_at, host, checksum = _immutable(raw, start + n_mut, n_imm)
+    url, fingerprint, fetched_at, host, checksum, sketch = _immutable(raw, start + n_mut, n_imm)
     verdict, dup_id, dup_url = _mutable(raw, start, n_mut, url)
     return DocRecord(
-        ident, url.decode(), host, fetched_at, fingerprint, checksum, verdict, dup_url, dup_id
-    )
+        ident, url.decode(), host, fetched_at, fingerprint, checksum, verdict, dup_url, dup_id,
+        sketch,
+    )  # fmt: skip
 
 
 def _mutable(raw: bytes, pos: int, size: int, url: bytes) -> tuple[str, int | None, str | None]:
@@ -310,7 +313,7 @@ def _mutable(raw: bytes, pos: int, size: int, url: bytes) -> tuple[str, int | No
     return verdict, dup_id, dup_url
 
 
-def _immutable(raw: bytes, pos: int, size: int) -> tuple[bytes, int, float, str, str]:
+def _immutable(raw: bytes, pos: int, size: int) -> tuple[bytes, int, float, str, str, bytes]:
     end = pos + size
     (n_url,) = _U16.unpack_from(raw, pos)
     url = raw[pos + 2 : pos + 2 + n_url]
@@ -321,8 +324,11 @@ def _immutable(raw: bytes, pos: int, size: int) -> tuple[bytes, int, float, str,
     value = raw[pos + 1 : pos + 1 + (c & _MAX_SHORT)]
     checksum = value.hex() if c & 0x80 else value.decode()
     pos += 1 + (c & _MAX_SHORT)
+    (n_sketch,) = _U16.unpack_from(raw, pos)
+    sketch = raw[pos + 2 : pos + 2 + n_sketch]
+    pos += 2 + n_sketch
     if raw[pos] == _HOST_EXPLICIT:
         host = raw[pos + 1 : end].decode()
     else:
         host = url[raw[pos] : raw[pos] + raw[pos + 1]].decode()
-    return url, fingerprint, fetched_at, host, checksum
+    return url, fingerprint, fetched_at, host, checksum, sketch

@@ -42,6 +42,8 @@ class DocRecord:
     verdict: str
     duplicate_of: str | None = None
     duplicate_of_id: int | None = None
+    #: The page's resemblance sketch (``core.sketch``); empty when verification is off.
+    sketch: bytes = b""
 
     def with_verdict(self, verdict: str, duplicate_of: Original) -> DocRecord:
         url, ident = duplicate_of if duplicate_of is not None else (None, None)

@@ -10,6 +10,7 @@ so that importing their ``*_fixture`` functions does not shadow the test argumen
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,10 +46,17 @@ def record(
     fingerprint: int = 0x0123_4567_89AB_CDEF,
     checksum: str = "9f" * 16,
     ident: int | None = None,
+    sketch: bytes | None = None,
 ) -> DocRecord:
-    """A page record; its id is ``page_id(url, fetched_at)`` unless given."""
+    """A page record; its id is ``page_id(url, fetched_at)`` unless given.
+
+    The default sketch is 132 arbitrary bytes derived from the URL, so every round trip also
+    checks that the resemblance sketch survives the store.
+    """
     ident = page_id(url, fetched_at) if ident is None else ident
-    return DocRecord(ident, url, host, fetched_at, fingerprint, checksum, verdict)
+    if sketch is None:
+        sketch = hashlib.shake_128(url.encode("utf-8", "surrogatepass")).digest(132)
+    return DocRecord(ident, url, host, fetched_at, fingerprint, checksum, verdict, sketch=sketch)
 
 
 @pytest.fixture(scope="session", name="docs_redis_client")

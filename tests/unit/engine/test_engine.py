@@ -13,7 +13,8 @@ from dedup_worker.core.design import build_design
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.records import MemoryDocStore, page_id
-from dedup_worker.core.simhash import Fingerprinter, hamming
+from dedup_worker.core.simhash import Document, Fingerprinter, hamming
+from dedup_worker.core.sketch import Sketcher, verify
 
 WORDS = [f"w{i}" for i in range(5000)]
 
@@ -105,6 +106,25 @@ def test_replay_yields_the_same_decision_and_no_new_entry() -> None:
     assert len(e.index) == size  # type: ignore[arg-type]
 
 
+def test_sketch_rejects_a_simhash_collision_of_different_texts() -> None:
+    e = engine()
+    shared = text(11, n=120)
+    # Same vocabulary, shuffled order: single-word simhash is identical, 4-shingles are not.
+    words = shared.split()
+    random.Random(3).shuffle(words)
+    out = e.process(
+        [page("http://a.test/t", shared, 1.0), page("http://b.test/t", " ".join(words), 2.0)]
+    )
+    assert out[1].verdict is Verdict.UNIQUE
+    assert out[1].evidence["rejected_by_sketch"] == 1 and out[1].evidence["earlier_matches"] == 0
+    plain = DedupEngine(InMemoryIndex(build_design(3, (4,))), MemoryDocStore(),
+                        EngineSettings(sketch=None))  # fmt: skip
+    out = plain.process(
+        [page("http://a.test/t", shared, 1.0), page("http://b.test/t", " ".join(words), 2.0)]
+    )
+    assert out[1].verdict is Verdict.NEAR_DUPLICATE  # the fingerprint alone is fooled
+
+
 def test_page_ids_are_ordered_by_fetch_time() -> None:
     assert page_id("http://z.test/", 1.0) < page_id("http://a.test/", 1.001)
     assert page_id("http://a.test/", 5.0) == page_id("http://a.test/", 5.0)
@@ -129,9 +149,18 @@ def test_any_arrival_order_ends_in_the_earliest_wins_answer(seed: int, batch: in
     state = final_verdicts(decisions)
     fingerprints = Fingerprinter(e.settings.features)
     fp = {p.url: fingerprints.fingerprint(p.text, p.title) for p in pages}
+    sketches = Sketcher(e.settings.sketch, e.settings.features).sketch_many(
+        [Document(p.text, p.title) for p in pages]
+    )
+    sk = {p.url: s for p, s in zip(pages, sketches, strict=True)}
+
+    def duplicate(a: Page, b: Page) -> bool:  # the oracle: within k, then same text or J ~>= 0.9
+        within = hamming(fp[a.url], fp[b.url]) <= 3
+        return within and (a.text == b.text or verify(sk[a.url], sk[b.url])[0])
+
     ordered = sorted(pages, key=lambda p: page_id(p.url, p.fetched_at))
     for index, p in enumerate(ordered):
-        earlier = [q for q in ordered[:index] if hamming(fp[q.url], fp[p.url]) <= 3]
+        earlier = [q for q in ordered[:index] if duplicate(q, p)]
         got = state[(p.url, p.fetched_at)]
         suppressed = got.verdict in (Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE)
         assert suppressed == bool(earlier), (p.url, got.verdict, [q.url for q in earlier])

@@ -41,7 +41,15 @@ TEXTS = [
 ]
 
 # Changing any of these changes sketch version 1: bump SKETCH_VERSION instead.
-GOLDEN_DEFAULT = [  # (header hex, blake2b-64 of the whole sketch)
+GOLDEN_DEFAULT = [  # 256 one-bit bins
+    ("01800000", "3f44474aa316c0df"),
+    ("01800600", "af7f071ebce7d580"),
+    ("01802e00", "759ecde912db57fa"),
+    ("01800400", "98bad7ecd43e79d4"),
+    ("01801000", "99825cdd9a9897fb"),
+    ("01800100", "48d15a983eafcee8"),
+]
+GOLDEN_512_BINS_2_BITS = [  # (header hex, blake2b-64 of the whole sketch)
     ("01910000", "08f8899bfab7003c"),
     ("01910600", "696bcafbbf53873e"),
     ("01912e00", "e7c3a5ad2eaeee28"),
@@ -64,8 +72,12 @@ def _sketches(texts: list[str], config: SketchConfig = DEFAULT_SKETCH) -> list[b
 
 
 def test_golden_sketches() -> None:
-    got = _sketches(TEXTS)
+    got = _sketches(TEXTS, SketchConfig(log2_bins=9, bits=2))
     assert [(s[:4].hex(), hashlib.blake2b(s, digest_size=8).hexdigest()) for s in got] == (
+        GOLDEN_512_BINS_2_BITS
+    )
+    default = _sketches(TEXTS)
+    assert [(s[:4].hex(), hashlib.blake2b(s, digest_size=8).hexdigest()) for s in default] == (
         GOLDEN_DEFAULT
     )
     assert [s.hex() for s in _sketches(TEXTS, SketchConfig(log2_bins=4, bits=8))] == (
@@ -96,7 +108,7 @@ def test_same_sketch_in_a_fresh_process() -> None:
 
 def test_header_names_format_and_count() -> None:
     sketch = _sketches([FOX])[0]
-    assert len(sketch) == DEFAULT_SKETCH.nbytes == 132
+    assert len(sketch) == DEFAULT_SKETCH.nbytes == 36
     assert sketch[1] == DEFAULT_SKETCH.format_byte
     assert sketch_count(sketch) == 6  # nine words, six 4-shingles
 
