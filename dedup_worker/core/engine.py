@@ -28,7 +28,7 @@ import numpy as np
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.core.index_api import HammingIndex, Matches
 from dedup_worker.core.records import PENDING, SUPPRESSED, DocRecord, DocStore, page_id
-from dedup_worker.core.simhash import Document, Fingerprinter, hamming, to_hex
+from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming, to_hex
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
     RECOMMENDED_FEATURES,
@@ -194,7 +194,7 @@ class DedupEngine:
         others = [(i, d) for i, d in others if verified[i][0]]
         earlier = sorted((ident, dist) for ident, dist in others if ident < item.id)
         evidence = self._evidence(item, others, earlier)
-        resemblance = [verified[i][1] for i, _ in earlier if verified[i][1] is not None]
+        resemblance = [r for i, _ in earlier if (r := verified[i][1]) is not None]
         if resemblance:
             evidence["resemblance"] = round(max(resemblance), 4)
         evidence["rejected_by_sketch"] = len(verified) - len(others)
