@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -52,10 +52,22 @@ class Page:
     schema: str = PAGE_SCHEMA
 
     def to_json(self) -> bytes:
-        body = asdict(self)
-        body["outlinks"] = list(self.outlinks)
-        body["requested_url"] = self.requested_url or self.url
-        return _dumps(body)
+        return _dumps(
+            {
+                "schema": self.schema,
+                "url": self.url,
+                "requested_url": self.requested_url or self.url,
+                "host": self.host,
+                "fetched_at": self.fetched_at,
+                "status": self.status,
+                "content_type": self.content_type,
+                "title": self.title,
+                "text": self.text,
+                "outlinks": list(self.outlinks),
+                "depth": self.depth,
+                "checksum": self.checksum,
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +90,25 @@ class Decision:
     schema: str = DECISION_SCHEMA
 
     def to_json(self) -> bytes:
-        body = asdict(self)
-        body["verdict"] = self.verdict.value
-        body["outlinks"] = list(self.outlinks)
-        return _dumps(body)
+        # An explicit dict: dataclasses.asdict deep-copies every outlink (~190 us a decision).
+        return _dumps(
+            {
+                "schema": self.schema,
+                "url": self.url,
+                "host": self.host,
+                "verdict": self.verdict.value,
+                "simhash": self.simhash,
+                "duplicate_of": self.duplicate_of,
+                "distance": self.distance,
+                "priority": self.priority,
+                "follow_outlinks": self.follow_outlinks,
+                "outlinks": list(self.outlinks),
+                "corrects": self.corrects,
+                "fetched_at": self.fetched_at,
+                "decided_at": self.decided_at,
+                "evidence": self.evidence,
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,5 +48,27 @@ def content_checksum(text: str) -> str:
     Case and punctuation are kept: two pages are exact duplicates only when a reader would see
     the same characters. Near-duplicates are the simhash's business.
     """
-    canonical = " ".join(unicodedata.normalize("NFC", text).split())
-    return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return hashlib.blake2b(
+        canonical_whitespace(text).encode("utf-8", "surrogatepass"), digest_size=16
+    ).hexdigest()
+
+
+def canonical_whitespace(text: str) -> str:
+    """NFC text with every whitespace run replaced by one space, no leading/trailing space.
+
+    Extracted text is nearly always canonical already except for its line breaks; checking
+    that with a few substring searches and replacing newlines costs a few microseconds for
+    5 KB, where split/join costs ~40 us. Anything irregular takes the general path; both
+    agree exactly (a property test pins it).
+    """
+    if text.isascii():
+        flat = text.replace("\n", " ")
+        regular = (
+            "  " not in flat
+            and flat[:1] != " "
+            and flat[-1:] != " "
+            and not any(c in flat for c in "\t\r\x0b\x0c\x1c\x1d\x1e\x1f")
+        )
+        if regular:
+            return flat
+    return " ".join(unicodedata.normalize("NFC", text).split())

@@ -45,7 +45,9 @@ def state_dir_for(
     temporary directories do not pile up when an owner is never closed.
     """
     if state_dir is not None:
-        return Path(state_dir), lambda: None
+        # Absolute: servers are started in (and chdir to) their directory, so a relative path
+        # would be resolved twice.
+        return Path(state_dir).resolve(), lambda: None
     path = Path(tempfile.mkdtemp(prefix=prefix))
     return path, weakref.finalize(owner, shutil.rmtree, path, ignore_errors=True)
 

@@ -47,7 +47,7 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
-    gone, alive = psutil.wait_procs(children, timeout=10)
+    _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, f"left running: {[p.pid for p in alive]}"
 
 

@@ -139,3 +139,15 @@ def test_checksum_ignores_whitespace_only() -> None:
     assert content_checksum("a  b\n c") == content_checksum("a b c")
     assert content_checksum("a b c") != content_checksum("A b c")
     assert content_checksum("x") == GOLDEN_CHECKSUM_X
+
+
+@given(
+    st.text(alphabet=st.sampled_from(list("ab \n\t\r\x0b\x0c\x1c\x1fé\u00a0\u2003")), max_size=60)
+    | st.text(max_size=60)
+)
+def test_whitespace_fast_path_equals_split_join(text: str) -> None:
+    import unicodedata
+
+    from dedup_worker.core.text import canonical_whitespace
+
+    assert canonical_whitespace(text) == " ".join(unicodedata.normalize("NFC", text).split())

@@ -20,7 +20,7 @@ from dedup_worker.core.sketch import RECOMMENDED_FEATURES, RECOMMENDED_K, Sketch
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "quality"
 WINNER = "hybrid:title_weight=0,k=3,bins=512,bits=2,threshold=0.9"  # most accurate measured
-DEFAULT = "hybrid:title_weight=0,k=3,bins=256,bits=1,threshold=0.9"  # the engine's default
+DEFAULT = "hybrid:title_weight=0,shingle=2,k=3,bins=256,bits=1,threshold=0.9"  # engine default
 SHINGLES = "simhash:shingle=4,k=3"  # the plain baseline (Manku et al. style features)
 WORDS = "simhash:shingle=1,k=3"  # single words by term frequency, today's default
 BRODER = "minhash:groups=6,size=14,match=2"
@@ -74,9 +74,9 @@ def test_winner_floors() -> None:
 
 
 def test_default_floors() -> None:
-    page, pair = _scores(DEFAULT)  # measured: page 0.978 / 0.969, pair 0.951 / 0.943
-    assert page.precision >= 0.96 and page.recall >= 0.95
-    assert pair.precision >= 0.93 and pair.recall >= 0.92
+    page, pair = _scores(DEFAULT)  # measured: page 0.982 / 0.956, pair 0.962 / 0.931
+    assert page.precision >= 0.96 and page.recall >= 0.94
+    assert pair.precision >= 0.94 and pair.recall >= 0.91
 
 
 def test_default_spec_is_the_engines_default() -> None:
@@ -84,7 +84,7 @@ def test_default_spec_is_the_engines_default() -> None:
     assert spec.features == RECOMMENDED_FEATURES and spec.k == RECOMMENDED_K
     assert spec.sketch == SketchConfig()
     winner = detectors.parse_spec(WINNER)
-    assert winner.sketch == SketchConfig(log2_bins=9, bits=2)
+    assert winner.sketch == SketchConfig(log2_bins=9, bits=2) and winner.features.shingle == 1
 
 
 def test_baselines_are_worse_where_they_are() -> None:

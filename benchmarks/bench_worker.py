@@ -1,0 +1,265 @@
+"""Benchmark one ``dedup-worker`` process end to end: throughput, then latency at a fixed load.
+
+Run from the repository root (package installed, e.g. ``pip install -e .``)::
+
+    python benchmarks/bench_worker.py [--count 20000] [--rate 2000] [--seconds 10]
+                                      [--backend redis|memory] [--transactional on|off]
+
+It starts its own Tansu broker and redis-server on loopback ports, and the worker as a
+subprocess (exactly as deployed), so broker, Redis, worker and this script share the machine.
+
+1. Throughput: ``--count`` 900-word pages (``_corpus.documents``) are produced to ``pages``
+   first; then one worker starts and the script reads ``decisions``. pages/s = decisions read
+   between the first and the last one, divided by that time (worker start-up excluded).
+2. Latency: on fresh topics and a fresh worker, pages are produced at ``--rate`` pages/s for
+   ``--warmup`` + ``--seconds``, each with ``fetched_at`` = its send time; latency = time
+   the decision is consumed here - that send time, for the pages after the warm-up.
+   Prints p50/p99/max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _corpus import documents
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from neardup.stack import KafkaBroker, RedisServer
+
+logger = logging.getLogger(__name__)
+
+PARTITIONS = 4
+
+
+def page_bodies(count: int) -> list[bytes]:
+    """``count`` distinct 900-word page messages (halves of corpus documents recombined).
+
+    ``fetched_at`` is left as a ``%FETCHED%`` placeholder so the latency phase can stamp the
+    send time without re-encoding the page.
+    """
+    docs = documents(max(200, count // 20))
+    halves = [(d[: len(d) // 2], d[len(d) // 2 :]) for d in docs]
+    bodies = []
+    for i in range(count):
+        head, tail = halves[i % len(halves)][0], halves[(i * 7 + i // len(halves)) % len(halves)][1]
+        host = f"host{i % 500}.example"
+        page = {
+            "schema": "neardup.page/1",
+            "url": f"https://{host}/p{i}",
+            "host": host,
+            "fetched_at": 0.0,
+            "status": 200,
+            "title": f"page {i}",
+            "text": head + " " + tail,
+            "outlinks": [],
+            "depth": 1,
+        }
+        bodies.append(json.dumps(page).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%'))
+    return [b.encode() for b in bodies]
+
+
+def stamp(body: bytes, at: float) -> bytes:
+    return body.replace(b"%FETCHED%", repr(at).encode(), 1)
+
+
+def key_of(i: int) -> bytes:
+    return f"host{i % 500}.example".encode()
+
+
+def create_topics(broker: KafkaBroker, prefix: str) -> tuple[str, str]:
+    admin = broker.admin()
+    pages, decisions = f"{prefix}-pages", f"{prefix}-decisions"
+    topics = [pages, decisions, f"{pages}.dlq"]
+    admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
+    admin.close()
+    return pages, decisions
+
+
+def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str, args: Any,
+                 log: Path) -> subprocess.Popen[bytes]:  # fmt: skip
+    env = {
+        **os.environ,
+        "NEARDUP_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "NEARDUP_REDIS_URL": redis_url,
+        "NEARDUP_PAGES_TOPIC": pages,
+        "NEARDUP_DECISIONS_TOPIC": decisions,
+        "NEARDUP_GROUP_ID": f"{pages}-group",
+        "NEARDUP_INDEX_NAMESPACE": pages,
+        "NEARDUP_TRANSACTIONAL": args.transactional,
+        "NEARDUP_BATCH_MAX_RECORDS": str(args.batch),
+        "NEARDUP_BATCH_MAX_WAIT_MS": str(args.wait_ms),
+        "NEARDUP_EXPECTED_PAGES": str(max(args.count, args.rate * (args.seconds + args.warmup))),
+        "NEARDUP_WORKER_ID": pages,
+        "NEARDUP_SHINGLE": str(args.shingle),
+    }
+    binary = Path(sys.executable).parent / "dedup-worker"
+    return subprocess.Popen([str(binary)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def decision_reader(broker: KafkaBroker, topic: str) -> Any:
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=5,
+        fetch_max_bytes=64 << 20,
+    )
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    return consumer
+
+
+def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> float:
+    pages, decisions = create_topics(broker, "throughput")
+    bodies = page_bodies(args.count)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20, batch_size=1 << 20)
+    for i, body in enumerate(bodies):
+        producer.send(pages, key=key_of(i), value=stamp(body, 1_000_000 + i / 1000))
+    producer.flush()
+    producer.close()
+    reader = decision_reader(broker, decisions)
+    worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "throughput.log")
+    seen, first, last = 0, 0.0, 0.0
+    try:
+        while seen < args.count:
+            for batch in reader.poll(200, max_records=10_000).values():
+                now = time.perf_counter()
+                if not seen:
+                    first, first_count = now, len(batch)
+                seen += len(batch)
+                last = now
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        reader.close()
+    return (seen - first_count) / (last - first)
+
+
+def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np.ndarray:
+    """Decision latencies (s) of the pages sent after the first ``--warmup`` seconds."""
+    pages, decisions = create_topics(broker, "latency")
+    total = args.rate * (args.warmup + args.seconds)
+    bodies = page_bodies(total)
+    reader = decision_reader(broker, decisions)
+    worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "latency.log")
+    delays: list[float] = []
+    seen = 0
+    try:
+        _wait_for_assignment(workdir / "latency.log")
+        sender = threading.Thread(
+            target=_offer, args=(broker, pages, bodies, args.rate, args.warmup)
+        )
+        sender.start()
+        while seen < total:
+            for batch in reader.poll(100, max_records=10_000).values():
+                now = time.time()
+                seen += len(batch)
+                delays.extend(now - at for at in map(_fetched_at, batch) if at >= WARM_UNTIL[0])
+        sender.join()
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        reader.close()
+    return np.array(delays)
+
+
+#: Send time of the first measured page (set by the sender after the warm-up).
+WARM_UNTIL = [float("inf")]
+_FETCHED_AT = re.compile(rb'"fetched_at":([0-9.e+]+)')
+
+
+def _fetched_at(record: Any) -> float:
+    """The decision's fetched_at, without parsing the whole decision (this process is busy)."""
+    match = _FETCHED_AT.search(record.value)
+    return float(match.group(1)) if match else 0.0
+
+
+def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warmup: int) -> None:
+    """Send at ``rate`` pages/s in 10 ms ticks, stamping each page with its send time."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    per_tick = max(1, rate // 100)
+    warm = rate * warmup
+    start = time.perf_counter()
+    for tick, lo in enumerate(range(0, len(bodies), per_tick)):
+        if lo >= warm and WARM_UNTIL[0] == float("inf"):
+            WARM_UNTIL[0] = time.time()
+        for i in range(lo, min(lo + per_tick, len(bodies))):
+            producer.send(topic, key=key_of(i), value=stamp(bodies[i], time.time()))
+        producer.flush()
+        pause = start + (tick + 1) / 100 - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    producer.close()
+
+
+def _wait_for_assignment(log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while "partitions assigned: ['" not in log.read_text(errors="replace"):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"worker never joined its group:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=20_000, help="pages for the throughput run")
+    parser.add_argument("--rate", type=int, default=2000, help="offered load, pages/s")
+    parser.add_argument("--seconds", type=int, default=10, help="duration of the latency run")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of load not measured")
+    parser.add_argument("--backend", choices=["redis", "memory"], default="redis")
+    parser.add_argument("--transactional", choices=["on", "off"], default="on")
+    parser.add_argument("--batch", type=int, default=1000, help="worker batch_max_records")
+    parser.add_argument("--wait-ms", type=int, default=20, help="worker batch_max_wait_ms")
+    parser.add_argument(
+        "--shingle",
+        type=int,
+        default=2,
+        help="words per feature; with 1, the synthetic Zipf corpus puts ~5%% of all page pairs "
+        "within k=3 (common words dominate the vote), an unrealistic flood of near-duplicates",
+    )
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}, {os.cpu_count()} cpus")
+    with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "kafka") as broker:
+        redis = RedisServer(Path(tmp) / "redis").start() if args.backend == "redis" else None
+        redis_url = redis.url if redis else "memory"
+        try:
+            _run(broker, redis_url, args, Path(tmp))
+        finally:
+            if redis:
+                redis.close()
+    print(f"load average after: {os.getloadavg()}")
+
+
+def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
+    label = (
+        f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
+        f"shingle={args.shingle}"
+    )
+    if not args.skip_throughput:
+        rate = throughput(broker, redis_url, args, workdir)
+        print(f"throughput ({label}): {args.count} pages, {rate:,.0f} pages/s end to end")
+    if not args.skip_latency:
+        delays = latency(broker, redis_url, args, workdir) * 1000
+        p50, p99 = np.percentile(delays, [50, 99])
+        print(
+            f"latency at {args.rate} pages/s for {args.seconds} s ({label}): "
+            f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays.max():.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

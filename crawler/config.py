@@ -1,0 +1,164 @@
+"""The crawler's configuration: ``NEARDUP_*`` Scrapy settings, environment variables, seeds.
+
+The Kafka and Redis variables are the ones the dedup worker reads (``NEARDUP_KAFKA_BOOTSTRAP``,
+``NEARDUP_REDIS_URL``, ``NEARDUP_PAGES_TOPIC``, ``NEARDUP_DECISIONS_TOPIC``,
+``NEARDUP_PARTITIONS``), so one environment drives a whole deployment. Every option is also a
+Scrapy setting of the same name (``-s NEARDUP_CRAWL_ID=...``); a setting wins over the variable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crawler.urls import canonicalize_url, host_of
+
+logger = logging.getLogger(__name__)
+
+MEMORY = "memory"
+
+#: Settings that may come from the environment, with their defaults ("" = unset).
+ENV_SETTINGS: dict[str, str] = {
+    "NEARDUP_KAFKA_BOOTSTRAP": "",
+    "NEARDUP_REDIS_URL": "",
+    "NEARDUP_PAGES_TOPIC": "pages",
+    "NEARDUP_DECISIONS_TOPIC": "decisions",
+    "NEARDUP_PARTITIONS": "4",
+    "NEARDUP_CRAWL_ID": "",
+}
+
+
+class ConfigError(ValueError):
+    """A setting or argument with a bad value; the message names it and what a good one is."""
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """What the pipeline, the scheduling extension and the seen filter need, validated."""
+
+    kafka_bootstrap: str = ""
+    redis_url: str = ""
+    pages_topic: str = "pages"
+    decisions_topic: str = "decisions"
+    partitions: int = 4
+    crawl_id: str = ""
+    max_inflight_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = 10 * 1024 * 1024
+    decision_timeout: float = 120.0
+    priority_levels: int = 100
+    poll_interval: float = 0.05
+
+    @property
+    def publishing(self) -> bool:
+        return bool(self.kafka_bootstrap)
+
+    @property
+    def shared_seen(self) -> bool:
+        return self.redis_url not in ("", MEMORY)
+
+
+def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``NEARDUP_*`` settings taken from the environment (for ``crawler.settings``)."""
+    env = os.environ if environ is None else environ
+    return {name: env.get(name, default) for name, default in ENV_SETTINGS.items()}
+
+
+def crawl_config(settings: Any) -> CrawlConfig:
+    """Build the validated config from Scrapy settings (``settings.get*`` interface)."""
+    config = CrawlConfig(
+        kafka_bootstrap=str(settings.get("NEARDUP_KAFKA_BOOTSTRAP") or "").strip(),
+        redis_url=str(settings.get("NEARDUP_REDIS_URL") or "").strip(),
+        pages_topic=str(settings.get("NEARDUP_PAGES_TOPIC") or "pages"),
+        decisions_topic=str(settings.get("NEARDUP_DECISIONS_TOPIC") or "decisions"),
+        partitions=settings.getint("NEARDUP_PARTITIONS", 4),
+        crawl_id=str(settings.get("NEARDUP_CRAWL_ID") or ""),
+        max_inflight_bytes=settings.getint("NEARDUP_MAX_INFLIGHT_BYTES", 16 * 1024 * 1024),
+        max_message_bytes=settings.getint("NEARDUP_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
+        decision_timeout=settings.getfloat("NEARDUP_DECISION_TIMEOUT", 120.0),
+        priority_levels=settings.getint("NEARDUP_PRIORITY_LEVELS", 100),
+        poll_interval=settings.getfloat("NEARDUP_POLL_INTERVAL", 0.05),
+    )
+    _validate(config)
+    return config
+
+
+def _validate(config: CrawlConfig) -> None:
+    checks = [
+        (config.partitions >= 1, "NEARDUP_PARTITIONS must be >= 1"),
+        (config.max_inflight_bytes >= 1024, "NEARDUP_MAX_INFLIGHT_BYTES must be >= 1024"),
+        (config.max_message_bytes >= 1024, "NEARDUP_MAX_MESSAGE_BYTES must be >= 1024"),
+        (config.decision_timeout > 0, "NEARDUP_DECISION_TIMEOUT must be > 0 seconds"),
+        (1 <= config.priority_levels <= 10_000, "NEARDUP_PRIORITY_LEVELS must be 1..10000"),
+        (config.poll_interval > 0, "NEARDUP_POLL_INTERVAL must be > 0 seconds"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+# ---- seeds and scope ---------------------------------------------------------------------------
+
+
+def parse_seeds(
+    seeds: str | Iterable[str] | None, seed_file: str | Path | None = None
+) -> list[str]:
+    """Canonical http(s) seed URLs from a comma/space separated string, a list and/or a file
+    (one URL per line, ``#`` comments), in order, without repeats."""
+    raw: list[str] = []
+    if isinstance(seeds, str):
+        raw.extend(seeds.replace(",", " ").split())
+    elif seeds is not None:
+        raw.extend(seeds)
+    if seed_file:
+        raw.extend(_seed_file_lines(Path(seed_file)))
+    result: list[str] = []
+    for url in raw:
+        canonical = _canonical_seed(url)
+        if canonical not in result:
+            result.append(canonical)
+    return result
+
+
+def _seed_file_lines(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read seed file {str(path)!r}: {exc.strerror}") from None
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+def _canonical_seed(url: str) -> str:
+    if not url.lower().startswith(("http://", "https://")) or not host_of(url):
+        raise ConfigError(f"seed {url!r} is not an http(s) URL with a host")
+    return canonicalize_url(url)
+
+
+def parse_domains(domains: str | Iterable[str] | None, seeds: Iterable[str]) -> list[str]:
+    """Allowed domains: the given ones (comma/space separated), else the seeds' hosts."""
+    listed = domains.replace(",", " ").split() if isinstance(domains, str) else list(domains or [])
+    chosen = listed or [host_of(url) for url in seeds]
+    return sorted({d.strip().lower().rstrip(".") for d in chosen if d.strip()})
+
+
+def optional_int(value: Any, name: str, minimum: int = 0) -> int | None:
+    """A spider argument such as ``max_depth``: ``None``/"" means no limit."""
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {number}")
+    return number
+
+
+def default_crawl_id(seeds: Iterable[str]) -> str:
+    """Stable id of a crawl from its seeds, so that re-running the same seeds resumes it."""
+    digest = hashlib.blake2b("\n".join(sorted(seeds)).encode(), digest_size=6).hexdigest()
+    return f"seeds-{digest}"

@@ -1,0 +1,131 @@
+"""Item pipeline: every fetched page goes to the ``pages`` topic, keyed by host.
+
+Back-pressure: the pipeline awaits room under ``NEARDUP_MAX_INFLIGHT_BYTES`` of unacknowledged
+messages before producing. While it waits, the item stays in Scrapy's scraper slot, which makes
+the engine stop starting downloads: a slow broker slows the crawl instead of filling memory.
+
+Two signals tell the scheduling extension about publication: :data:`page_publishing` right
+before the message is produced (its decision cannot arrive earlier), and
+:data:`page_publish_failed` when the broker never acknowledged it (no decision will come).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Self
+
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.threads import deferToThread
+
+from crawler.config import crawl_config
+from crawler.kafka_io import PagePublisher, ensure_topics
+from dedup_worker.contract.messages import Page
+
+logger = logging.getLogger(__name__)
+
+#: Sent with ``page=`` just before a page is produced.
+page_publishing = object()
+#: Sent with ``page=`` and ``error=`` when a page could not be delivered.
+page_publish_failed = object()
+
+FLUSH_TIMEOUT = 30.0
+
+
+class KafkaPagePipeline:
+    """Publishes :class:`~dedup_worker.contract.messages.Page` items; other items pass through."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self.config = crawl_config(crawler.settings)
+        self.stats = crawler.stats
+        self.publisher: PagePublisher | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Self:
+        if not crawl_config(crawler.settings).publishing:
+            raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: pages are not published")
+        if crawler.settings.get("LOG_LEVEL") != "DEBUG":
+            # kafka-python logs every connection at INFO; Scrapy's log is about the crawl.
+            logging.getLogger("kafka").setLevel(logging.WARNING)
+        return cls(crawler)
+
+    async def open_spider(self) -> None:
+        # Imported here: importing the reactor at module level would install the default one
+        # before Scrapy installs the configured (asyncio) reactor.
+        from twisted.internet import reactor
+
+        config = self.config
+        topics = [config.pages_topic, config.decisions_topic]
+        await maybe_deferred_to_future(
+            deferToThread(ensure_topics, config.kafka_bootstrap, topics, config.partitions)
+        )
+        self.publisher = await maybe_deferred_to_future(
+            deferToThread(
+                PagePublisher.connect,
+                config.kafka_bootstrap,
+                config.pages_topic,
+                config.max_inflight_bytes,
+                config.max_message_bytes,
+                reactor.callFromThread,
+            )
+        )
+        logger.info("publishing pages to %s on %s", config.pages_topic, config.kafka_bootstrap)
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, Page) or self.publisher is None:
+            return item
+        payload = item.to_json()
+        if len(payload) > self.config.max_message_bytes:
+            self.stats.inc_value("dedup/pages_too_large")
+            logger.warning(
+                "not publishing %s: %d bytes > NEARDUP_MAX_MESSAGE_BYTES", item.url, len(payload)
+            )
+            return item
+        await self._room(len(payload))
+        self.crawler.signals.send_catch_log(page_publishing, page=item)
+        self.publisher.send(item.host.encode("utf-8"), payload, self._on_delivery(item))
+        self.stats.inc_value("dedup/pages_published")
+        self.stats.inc_value("dedup/bytes_published", len(payload))
+        return item
+
+    async def _room(self, size: int) -> None:
+        assert self.publisher is not None
+        started = time.monotonic()
+        await maybe_deferred_to_future(self.publisher.reserve(size))
+        waited = time.monotonic() - started
+        if waited > 0.001:
+            self.stats.inc_value("dedup/publish_backpressure_waits")
+            self.stats.inc_value("dedup/publish_backpressure_seconds", waited)
+
+    def _on_delivery(self, page: Page) -> Any:
+        def done(error: Exception | None) -> None:
+            if error is None:
+                self.stats.inc_value("dedup/pages_acknowledged")
+                return
+            self.stats.inc_value("dedup/publish_errors")
+            self.stats.inc_value(f"dedup/publish_errors/{type(error).__name__}")
+            logger.error(
+                "page %s was not delivered to %s: %s: %s",
+                page.url,
+                self.config.pages_topic,
+                type(error).__name__,
+                error,
+            )
+            self.crawler.signals.send_catch_log(page_publish_failed, page=page, error=error)
+
+        return done
+
+    async def close_spider(self) -> None:
+        publisher, self.publisher = self.publisher, None
+        if publisher is None:
+            return
+        unacked = publisher.inflight_count
+        try:
+            await maybe_deferred_to_future(deferToThread(publisher.flush, FLUSH_TIMEOUT))
+        except Exception as exc:
+            self.stats.inc_value("dedup/publish_flush_failed")
+            logger.error("flushing %d unacknowledged pages failed: %s", unacked, exc)
+        await maybe_deferred_to_future(deferToThread(publisher.close))
+        logger.info("page publisher closed (%d pages were unacknowledged at close)", unacked)

@@ -1,0 +1,64 @@
+"""``dedup/...`` stats keys and the end-of-crawl summary (pure functions of a stats dict)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "dedup/"
+VERDICT_PREFIX = "dedup/verdict/"
+
+
+def mean_page_bytes(stats: Mapping[str, Any]) -> float:
+    """Mean size of a fetched HTML page, the unit of the bandwidth estimate."""
+    pages = int(stats.get("dedup/pages_fetched", 0))
+    return float(stats.get("dedup/html_bytes", 0)) / pages if pages else 0.0
+
+
+def bytes_saved_estimate(suppressed_links: int, stats: Mapping[str, Any]) -> int:
+    """Bytes not fetched thanks to suppression: suppressed outlinks x mean page size.
+
+    An estimate: the suppressed pages were never seen, so their size is assumed typical, and
+    each of them would have added outlinks of its own (not counted: this is a lower bound in
+    that respect).
+    """
+    return round(suppressed_links * mean_page_bytes(stats))
+
+
+def verdict_counts(stats: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        key.removeprefix(VERDICT_PREFIX): int(value)
+        for key, value in sorted(stats.items())
+        if key.startswith(VERDICT_PREFIX)
+    }
+
+
+def summary(stats: Mapping[str, Any], reason: str) -> str:
+    """A few human lines: what was fetched, decided, suppressed and saved."""
+    verdicts = verdict_counts(stats)
+    verdict_text = ", ".join(f"{name} {count}" for name, count in verdicts.items()) or "none"
+    lines = [
+        f"neardup crawl finished ({reason})",
+        f"  pages fetched      {int(stats.get('dedup/pages_fetched', 0))}"
+        f" ({_megabytes(stats.get('dedup/html_bytes', 0))} of HTML),"
+        f" published {int(stats.get('dedup/pages_published', 0))},"
+        f" publish errors {int(stats.get('dedup/publish_errors', 0))}",
+        f"  decisions          {verdict_text};"
+        f" corrections {int(stats.get('dedup/corrections', 0))}",
+        f"  outlinks scheduled {int(stats.get('dedup/outlinks_scheduled', 0))},"
+        f" suppressed {int(stats.get('dedup/outlinks_suppressed', 0))},"
+        f" cancelled {int(stats.get('dedup/requests_cancelled', 0))}",
+        f"  bandwidth saved    ~{_megabytes(stats.get('dedup/bytes_saved_estimate', 0))}"
+        f" (suppressed outlinks x mean page size)",
+    ]
+    outstanding = int(stats.get("dedup/outstanding_at_close", 0))
+    if outstanding:
+        lines.append(f"  WITHOUT DECISION   {outstanding} published pages (links not followed)")
+    return "\n".join(lines)
+
+
+def _megabytes(value: Any) -> str:
+    return f"{float(value or 0) / 1e6:.2f} MB"

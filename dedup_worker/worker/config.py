@@ -1,0 +1,324 @@
+"""The worker's configuration: one frozen ``WorkerConfig`` from ``NEARDUP_*`` variables and flags.
+
+Every option has an environment variable (``NEARDUP_`` + the field name in upper case) and a
+flag (``--`` + the field name with dashes); a flag wins over the variable, the variable over the
+default. Every value is checked at start-up, and a bad one raises ``ConfigError`` naming the
+variable or flag it came from and what a good value looks like, so an operator can fix it
+without reading code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
+from dedup_worker.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "NEARDUP_"
+TransactionMode = Literal["auto", "on", "off"]
+LogFormat = Literal["text", "json"]
+MEMORY_BACKEND = "memory"
+
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+# Kafka's own rule for topic names (legal characters, at most 249 of them).
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything one worker process needs; built by :func:`load_config`, never mutated."""
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    redis_url: str = MEMORY_BACKEND
+    redis_cluster: bool = False
+    pages_topic: str = "pages"
+    decisions_topic: str = "decisions"
+    dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
+    group_id: str = "neardup-dedup"
+    worker_id: str = ""  # "" means the host name
+    k: int = 3
+    shingle: int = 2
+    verify: bool = True  # check fingerprint candidates with the MinHash sketch
+    verify_threshold: float = 0.9
+    batch_max_records: int = 500
+    batch_max_wait_ms: int = 50
+    transactional: TransactionMode = "auto"
+    create_topics: bool = True
+    partitions: int = 4
+    replication: int = 1
+    metrics_port: int = 0
+    expected_pages: int = 1_000_000
+    max_bytes_per_fingerprint: float = 0.0  # 0 = no bound for the planner
+    index_namespace: str = "neardup"
+    ttl_seconds: int = 0  # 0 = fingerprints never expire
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    max_message_bytes: int = 128 * 1024 * 1024
+    backoff_max_ms: int = 30_000
+    log_level: str = "INFO"
+    log_format: LogFormat = "text"
+
+    @property
+    def memory_backend(self) -> bool:
+        return self.redis_url == MEMORY_BACKEND
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable per worker: a restarted worker with the same id fences its dead predecessor
+        (and aborts the transaction it left open)."""
+        return f"{self.group_id}.{self.worker_id}"
+
+    def describe(self) -> str:
+        """One log line with the settings that matter when reading a worker's log."""
+        return (
+            f"kafka={self.kafka_bootstrap} redis={self.redis_url}"
+            f"{' (cluster)' if self.redis_cluster else ''} topics={self.pages_topic}->"
+            f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
+            f"worker={self.worker_id} k={self.k} shingle={self.shingle} "
+            f"batch={self.batch_max_records}/{self.batch_max_wait_ms}ms "
+            f"transactional={self.transactional} namespace={self.index_namespace}"
+        )
+
+
+# ---- value parsers: (raw text, where it came from) -> value, or ConfigError -------------------
+
+Parser = Callable[[str, str], Any]
+
+
+def _integer(low: int, high: int) -> Parser:
+    def parse(raw: str, source: str) -> int:
+        try:
+            value = int(raw.strip().replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"{source} must be an integer {low}..{high}, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ConfigError(f"{source} must be an integer {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float) -> Parser:
+    def parse(raw: str, source: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{source} must be a number {low:g}..{high:g}, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ConfigError(f"{source} must be a number {low:g}..{high:g}, got {value:g}")
+        return value
+
+    return parse
+
+
+def _boolean(raw: str, source: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{source} must be true or false (1/0, yes/no, on/off), got {raw!r}")
+
+
+def _choice(*allowed: str, upper: bool = False) -> Parser:
+    def parse(raw: str, source: str) -> str:
+        value = raw.strip().upper() if upper else raw.strip().lower()
+        if value not in allowed:
+            raise ConfigError(f"{source} must be one of {', '.join(allowed)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _bootstrap(raw: str, source: str) -> str:
+    servers = [part.strip() for part in raw.split(",")]
+    if not all(_valid_host_port(server) for server in servers):
+        raise ConfigError(f"{source} must be host:port[,host:port...], got {raw!r}")
+    return ",".join(servers)
+
+
+def _valid_host_port(text: str) -> bool:
+    match = _HOST_PORT.match(text)
+    return match is not None and 0 < int(match.group(2)) < 65536
+
+
+def _redis_url(raw: str, source: str) -> str:
+    value = raw.strip()
+    if value == MEMORY_BACKEND:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in _REDIS_SCHEMES or not (parts.netloc or parts.path):
+        raise ConfigError(
+            f"{source} must be 'memory' or a URL like redis://host:6379/0 "
+            f"(schemes {', '.join(_REDIS_SCHEMES)}), got {raw!r}"
+        )
+    return value
+
+
+def _topic(raw: str, source: str) -> str:
+    value = raw.strip()
+    if not _TOPIC.match(value) or value in (".", ".."):
+        raise ConfigError(
+            f"{source} must be a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -), got {raw!r}"
+        )
+    return value
+
+
+def _name(raw: str, source: str) -> str:
+    value = raw.strip()
+    if not _TOPIC.match(value):
+        raise ConfigError(f"{source} must be 1-249 of A-Z a-z 0-9 . _ -, got {raw!r}")
+    return value
+
+
+def _dlq(raw: str, source: str) -> str:
+    return "" if not raw.strip() else _topic(raw, source)
+
+
+# ---- the options table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Option:
+    field: str
+    parse: Parser
+    help: str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+
+_MIB = 1024 * 1024
+OPTIONS: tuple[_Option, ...] = (
+    _Option("kafka_bootstrap", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"),
+    _Option("redis_url", _redis_url, "redis://host:port/db, or 'memory' (one process only)"),
+    _Option("redis_cluster", _boolean, "the Redis URL names a Redis Cluster node"),
+    _Option("pages_topic", _topic, "topic the crawler publishes pages to"),
+    _Option("decisions_topic", _topic, "topic decisions are published to"),
+    _Option("dlq_topic", _dlq, "dead-letter topic (default: <pages topic>.dlq)"),
+    _Option("group_id", _name, "Kafka consumer group shared by all workers"),
+    _Option("worker_id", _name, "id of this worker, stable across restarts (default: hostname)"),
+    _Option("k", _integer(0, 8), "Hamming distance at or below which pages are near-duplicates"),
+    _Option(
+        "shingle",
+        _integer(1, 8),
+        "words per simhash feature (default 2: word pairs; see README, detection quality)",
+    ),
+    _Option("verify", _boolean, "verify candidates by sketch resemblance (off: simhash only)"),
+    _Option("verify_threshold", _number(0, 1), "resemblance a verified near-duplicate needs"),
+    _Option("batch_max_records", _integer(1, 100_000), "most pages per batch"),
+    _Option("batch_max_wait_ms", _integer(0, 60_000), "longest wait to fill a batch"),
+    _Option("transactional", _choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
+    _Option("create_topics", _boolean, "create missing topics at start-up"),
+    _Option("partitions", _integer(1, 10_000), "partitions of topics created at start-up"),
+    _Option("replication", _integer(1, 16), "replication factor of topics created at start-up"),
+    _Option("metrics_port", _integer(0, 65535), "Prometheus metrics HTTP port (0 = off)"),
+    _Option("expected_pages", _integer(1, 1 << 40), "expected number of indexed pages (planner)"),
+    _Option("max_bytes_per_fingerprint", _number(0, 1e6), "planner memory bound (0 = none)"),
+    _Option("index_namespace", _name, "Redis key namespace of the index and page records"),
+    _Option("ttl_seconds", _integer(0, 1 << 31), "fingerprint lifetime in Redis (0 = forever)"),
+    _Option("max_text_bytes", _integer(1, 1 << 31), "larger page texts go to the DLQ"),
+    _Option("max_message_bytes", _integer(_MIB, 1 << 31), "largest message the worker sends"),
+    _Option("backoff_max_ms", _integer(10, 3_600_000), "cap of the retry backoff"),
+    _Option("log_level", _choice(*_LOG_LEVELS, upper=True), "DEBUG, INFO, WARNING or ERROR"),
+    _Option("log_format", _choice("text", "json"), "log line format: text or json"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per option (defaults None, so an unset flag leaves the variable in force)."""
+    for option in OPTIONS:
+        help_text = f"{option.help} [{option.env}]"
+        if option.parse is _boolean:
+            action = argparse.BooleanOptionalAction
+            parser.add_argument(option.flag, dest=option.field, action=action, help=help_text)
+        else:
+            parser.add_argument(option.flag, dest=option.field, metavar="VALUE", help=help_text)
+
+
+def from_namespace(args: argparse.Namespace, env: Mapping[str, str]) -> WorkerConfig:
+    """Combine parsed flags and environment into a validated ``WorkerConfig``."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        flag_value = getattr(args, option.field, None)
+        if isinstance(flag_value, bool):
+            values[option.field] = flag_value
+        elif flag_value is not None:
+            values[option.field] = option.parse(str(flag_value), option.flag)
+        elif option.env in env:
+            values[option.field] = option.parse(env[option.env], option.env)
+    return _resolved(WorkerConfig(**values))
+
+
+def load_config(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> WorkerConfig:
+    """Parse ``argv`` and ``env`` (default: the process's); ConfigError says what to fix."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return from_namespace(args, os.environ if env is None else env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dedup-worker",
+        description="Streaming near-duplicate detection: pages in, decisions out.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def _resolved(config: WorkerConfig) -> WorkerConfig:
+    """Fill the derived defaults, then check the options against each other."""
+    config = replace(
+        config,
+        dlq_topic=config.dlq_topic or f"{config.pages_topic}.dlq",
+        worker_id=config.worker_id or _default_worker_id(),
+    )
+    _check_together(config)
+    return config
+
+
+def _default_worker_id() -> str:
+    """The host name: stable across restarts, which the transactional id needs (a restarted
+    worker must fence its dead predecessor and abort the transaction it left open; Tansu never
+    times such a transaction out, so read_committed readers would wait for it forever).
+    Several workers on one host need distinct NEARDUP_WORKER_IDs."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "worker"
+
+
+def _check_together(config: WorkerConfig) -> None:
+    topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
+    if len(set(topics)) != len(topics):
+        raise ConfigError(
+            "NEARDUP_PAGES_TOPIC, NEARDUP_DECISIONS_TOPIC and NEARDUP_DLQ_TOPIC must be "
+            f"three different topics, got {', '.join(topics)}"
+        )
+    if config.memory_backend and config.redis_cluster:
+        raise ConfigError("NEARDUP_REDIS_CLUSTER needs a redis:// URL in NEARDUP_REDIS_URL")
+    if config.max_message_bytes < config.max_text_bytes:
+        raise ConfigError(
+            "NEARDUP_MAX_MESSAGE_BYTES must be at least NEARDUP_MAX_TEXT_BYTES "
+            f"({config.max_text_bytes}), got {config.max_message_bytes}"
+        )
+
+
+def field_names() -> list[str]:
+    """The option names, in declaration order (documentation and tests)."""
+    return [f.name for f in fields(WorkerConfig)]

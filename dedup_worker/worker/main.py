@@ -1,0 +1,183 @@
+"""``dedup-worker``: parse the configuration, build the backends, run the loop until a signal.
+
+Exit codes: 0 after a graceful stop (SIGTERM/SIGINT), 2 on a configuration error (one line on
+stderr saying what to fix), 1 on any other error that stops the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from dedup_worker.core.engine import DedupEngine, EngineSettings
+from dedup_worker.core.index_api import HammingIndex
+from dedup_worker.core.memory_index import InMemoryIndex
+from dedup_worker.core.planner import plan
+from dedup_worker.core.records import DocStore, MemoryDocStore
+from dedup_worker.core.simhash import Document
+from dedup_worker.core.sketch import DEFAULT_SKETCH, RECOMMENDED_FEATURES
+from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
+from dedup_worker.worker.config import WorkerConfig, load_config
+from dedup_worker.worker.kafka_io import DecisionProducer, PageConsumer, ensure_topics
+from dedup_worker.worker.metrics import InstrumentedIndex, WorkerMetrics
+from dedup_worker.worker.service import Backoff, Worker
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Fields of a log record that are not structured extras.
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = load_config(argv)
+    except ConfigError as exc:
+        print(f"dedup-worker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_level, config.log_format)
+    try:
+        return run(config)
+    except KeyboardInterrupt:  # Ctrl-C during start-up, before the handlers are installed
+        return 130
+
+
+def run(config: WorkerConfig) -> int:
+    """Build and run a worker with signal handlers; the exit code."""
+    try:
+        worker = build_worker(config)
+    except ConfigError as exc:
+        print(f"dedup-worker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except NeardupError as exc:
+        logger.error("worker could not start: %s", exc)
+        return 1
+    _install_signal_handlers(worker)
+    try:
+        worker.run()
+    except NeardupError as exc:
+        logger.error("worker stopped by an error: %s", exc)
+        return 1
+    return 0
+
+
+def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> Worker:
+    """Everything a worker needs, connected; Redis being down at start-up is waited out."""
+    metrics = WorkerMetrics()
+    engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
+    if config.create_topics:
+        _with_retries(lambda: ensure_topics(config), config, stop)
+    producer = DecisionProducer(config)
+    producer.warm_up([config.decisions_topic, config.dlq_topic])
+    consumer = PageConsumer(config)
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
+    return Worker(config, engine, consumer, producer, metrics)
+
+
+def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:
+    """The engine over the configured backend, with the planner's table design."""
+    settings = engine_settings(config)
+    index, docs = build_backends(config, settings.features.version_tag)
+    engine = DedupEngine(InstrumentedIndex(index, metrics), docs, settings)
+    # Load the compiled kernels now rather than in the first batch (~1 s on a busy machine).
+    engine.fingerprinter.fingerprint_many([Document("warm up the kernels", "title")])
+    return engine
+
+
+def engine_settings(config: WorkerConfig) -> EngineSettings:
+    """The engine's recommended rule, with the knobs the configuration exposes."""
+    sketch = replace(DEFAULT_SKETCH, threshold=config.verify_threshold) if config.verify else None
+    features = replace(RECOMMENDED_FEATURES, shingle=config.shingle)
+    return EngineSettings(k=config.k, features=features, sketch=sketch)
+
+
+def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex, DocStore]:
+    bound = config.max_bytes_per_fingerprint or None
+    chosen = plan(config.expected_pages, config.k, max_bytes=bound)
+    logger.info("index design: %s", chosen.reason)
+    if config.memory_backend:
+        return InMemoryIndex(chosen.design()), MemoryDocStore()
+    from dedup_worker.adapters.redis_client import connect
+    from dedup_worker.adapters.redis_docs import RedisDocStore
+    from dedup_worker.adapters.redis_index import RedisIndex
+
+    client = connect(config.redis_url, cluster=config.redis_cluster)
+    ttl = config.ttl_seconds or None
+    index = RedisIndex(
+        client,
+        chosen.design(),
+        version_tag,
+        namespace=config.index_namespace,
+        expected_n=config.expected_pages,
+        ttl=ttl,
+    )
+    # Records hold fingerprints: a new fingerprint version must not compare against old ones.
+    docs_namespace = f"{config.index_namespace}.{version_tag}"
+    docs = RedisDocStore(client, docs_namespace, ttl, expected_n=config.expected_pages)
+    return index, docs
+
+
+def _with_retries(build: Callable[[], T], config: WorkerConfig, stop: threading.Event | None) -> T:
+    """``build()``, retried with backoff while Redis or Kafka is unreachable (until ``stop``)."""
+    backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
+    stop = stop or threading.Event()
+    while True:
+        try:
+            return build()
+        except BackendUnavailable as exc:
+            delay = backoff.next_delay()
+            logger.warning("start-up: %s; retrying in %.1f s", exc, delay)
+            if stop.wait(delay):
+                raise
+
+
+def _install_signal_handlers(worker: Worker) -> None:
+    def request_stop(signum: int, frame: object) -> None:
+        logger.info("%s: finishing the current batch, then stopping", signal.Signals(signum).name)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+
+# ---- logging (configured here only) --------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, with the record's structured extras (partition, offset...)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        body.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+        if record.exc_info:
+            body["exc"] = self.formatException(record.exc_info)
+        return json.dumps(body, default=str)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

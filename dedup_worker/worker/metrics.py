@@ -1,0 +1,127 @@
+"""Prometheus metrics of one worker, served over HTTP when a port is configured.
+
+Each ``WorkerMetrics`` owns its registry, so several workers in one process (the tests) do not
+collide. Probe latency is measured by wrapping the index (``InstrumentedIndex``), so it needs
+nothing from the engine; candidates per probe come from each decision's evidence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+
+from kafka import TopicPartition
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from dedup_worker.contract.messages import Decision
+from dedup_worker.core.index_api import HammingIndex, Matches, U64Array
+
+logger = logging.getLogger(__name__)
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+_SIZE_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+_CANDIDATE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class WorkerMetrics:
+    """The worker's counters, histograms and gauges (names prefixed ``neardup_worker_``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.pages = self._counter("pages", "records consumed from the pages topic")
+        self.decisions = Counter(
+            "neardup_worker_decisions",
+            "decisions published, by verdict and whether they correct an earlier one",
+            ["verdict", "corrects"],
+            registry=self.registry,
+        )
+        self.dead_letters = Counter(
+            "neardup_worker_dead_letters",
+            "records sent to the dead-letter topic, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.retries = self._counter("backend_retries", "batches retried after BackendUnavailable")
+        self.probe_seconds = self._histogram("probe_seconds", "one index probe_insert call")
+        self.engine_seconds = self._histogram("engine_seconds", "engine.process of one batch")
+        self.batch_seconds = self._histogram("batch_seconds", "one batch: decode to commit")
+        self.batch_size = Histogram(
+            "neardup_worker_batch_records",
+            "records per batch",
+            buckets=_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.candidates = Histogram(
+            "neardup_worker_candidates_per_probe",
+            "index entries within k found for one page",
+            buckets=_CANDIDATE_BUCKETS,
+            registry=self.registry,
+        )
+        self.lag = Gauge(
+            "neardup_worker_consumer_lag",
+            "records behind the end of the partition",
+            ["topic", "partition"],
+            registry=self.registry,
+        )
+
+    def _counter(self, name: str, doc: str) -> Counter:
+        return Counter(f"neardup_worker_{name}", doc, registry=self.registry)
+
+    def _histogram(self, name: str, doc: str) -> Histogram:
+        return Histogram(
+            f"neardup_worker_{name}", doc, buckets=_LATENCY_BUCKETS, registry=self.registry
+        )
+
+    def serve(self, port: int) -> None:
+        """Expose ``/metrics`` on ``port`` (a daemon thread)."""
+        start_http_server(port, registry=self.registry)
+        logger.info("metrics on http://0.0.0.0:%d/metrics", port)
+
+    def observe_decisions(self, decisions: Iterable[Decision]) -> None:
+        for decision in decisions:
+            self.decisions.labels(decision.verdict.value, str(decision.corrects).lower()).inc()
+            candidates = decision.evidence.get("candidates")
+            if not decision.corrects and isinstance(candidates, int):
+                self.candidates.observe(candidates)
+
+    def observe_lag(self, lag: Mapping[TopicPartition, int]) -> None:
+        for tp, behind in lag.items():
+            self.lag.labels(tp.topic, str(tp.partition)).set(behind)
+
+    def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """A sample's current value (0 if absent): for tests and the benchmark."""
+        found = self.registry.get_sample_value(name, dict(labels or {}))
+        return 0.0 if found is None else found
+
+
+class InstrumentedIndex:
+    """A ``HammingIndex`` that times every call of the index it wraps."""
+
+    def __init__(self, index: HammingIndex, metrics: WorkerMetrics) -> None:
+        self._index = index
+        self._seconds = metrics.probe_seconds
+
+    @property
+    def k(self) -> int:
+        return self._index.k
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def query(self, fingerprints: U64Array) -> Matches:
+        with self._seconds.time():
+            return self._index.query(fingerprints)
+
+    def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
+        started = time.perf_counter()
+        try:
+            return self._index.probe_insert(fingerprints, ids)
+        finally:
+            self._seconds.observe(time.perf_counter() - started)
+
+    def insert(self, fingerprints: U64Array, ids: U64Array) -> None:
+        self._index.insert(fingerprints, ids)
+
+    def delete(self, fingerprints: U64Array, ids: U64Array) -> int:
+        return self._index.delete(fingerprints, ids)

@@ -1,0 +1,361 @@
+"""The worker loop: pages in, decisions out, offsets committed only after the decisions are safe.
+
+The commit order (the one and only; every step finishes before the next starts):
+
+1. poll a batch (up to ``batch_max_records``, waiting at most ``batch_max_wait_ms``);
+2. decode each record with ``decode_page``; a ``ContractError`` makes a ``DeadLetter`` (reason,
+   detail, original key and value) and processing carries on with the next record;
+3. ``engine.process(pages)``: the index and page records in Redis are updated here; replaying
+   a batch is safe (same decisions, no second index entry), which is what makes 5-6 safe.
+   The decisions are encoded here too. If this fails with anything but a ``NeardupError``,
+   the batch is redone page by page and the pages that fail become ``processing_failed``
+   dead letters (bad input that passed the contract must not crash-loop the worker);
+4. begin a transaction (transactional mode), produce every decision (key = host) to the
+   decisions topic and every dead letter (key = the original key) to the DLQ topic;
+5. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
+   offsets commit together; otherwise ``flush`` (every record acknowledged), then commit the
+   offsets synchronously (at-least-once: a crash between the two replays the batch, and the
+   replay yields the same decisions);
+6. only then poll again.
+
+Failures: ``BackendUnavailable`` (Redis or Kafka unreachable) anywhere in 3-5 aborts the open
+transaction, commits nothing, seeks the consumer back to the batch's first offsets and sleeps
+an exponential, capped backoff before polling (the same records) again; the consumer keeps
+polling between attempts, so it stays in its group however long the outage lasts.
+``OwnershipLost`` (a rebalance refused our commit) aborts and drops the batch: its new owner
+processes it again.
+
+Rebalances: the rebalance callbacks run inside ``poll`` (step 1), when the previous batch is
+already committed, so revocation never has pending work to commit. A revoked batch that was
+being retried is simply redelivered to the partition's new owner.
+
+Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits, then the
+consumer leaves the group and the producer closes. A stop during a backoff leaves that batch
+uncommitted; it is redelivered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dedup_worker.contract.messages import DeadLetter, Decision, Page, decode_page
+from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
+from dedup_worker.worker.config import WorkerConfig
+from dedup_worker.worker.kafka_io import (
+    DecisionProducer,
+    Offsets,
+    OwnershipLost,
+    PageConsumer,
+    Record,
+    next_offsets,
+    offsets_text,
+)
+from dedup_worker.worker.metrics import WorkerMetrics
+
+logger = logging.getLogger(__name__)
+
+#: How often the consumer-lag gauge is refreshed (it costs a ListOffsets round trip).
+LAG_INTERVAL_S = 5.0
+#: How often an INFO line reports progress (per-batch lines are DEBUG).
+PROGRESS_INTERVAL_S = 10.0
+BACKOFF_INITIAL_S = 0.1
+#: Space kept in a dead letter for everything but the original bytes (reason, base64 growth).
+_DLQ_OVERHEAD = 64 * 1024
+
+
+class Engine(Protocol):
+    """What the worker needs from ``dedup_worker.core.engine.DedupEngine``."""
+
+    def process(self, pages: Sequence[Page]) -> list[Decision]: ...
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff, capped; ``reset`` after a success."""
+
+    cap_s: float
+    initial_s: float = BACKOFF_INITIAL_S
+    failures: int = field(default=0, init=False)
+
+    def next_delay(self) -> float:
+        self.failures += 1
+        return float(min(self.cap_s, self.initial_s * 2 ** (self.failures - 1)))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class _Progress:
+    since: float
+    records: int = 0
+    offsets: Offsets = field(default_factory=dict)
+
+
+@dataclass
+class _Batch:
+    records: list[Record]
+    pages: list[Page]
+    page_records: list[Record]  # the record of each page
+    dead: list[DeadLetter]
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """A decision and its message, encoded before the transaction begins."""
+
+    decision: Decision
+    key: bytes
+    value: bytes
+
+
+def _encode(decisions: list[Decision]) -> list[_Encoded]:
+    return [_Encoded(d, d.host.encode("utf-8"), d.to_json()) for d in decisions]
+
+
+class Worker:
+    """Runs the consume-decide-produce loop until ``stop()``; see the module doc for the order."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        engine: Engine,
+        consumer: PageConsumer,
+        producer: DecisionProducer,
+        metrics: WorkerMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.consumer = consumer
+        self.producer = producer
+        self.metrics = metrics or WorkerMetrics()
+        self.clock = clock
+        self._stop = threading.Event()
+        self._backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
+        self._lag_due = 0.0
+        self._progress = _Progress(time.monotonic())
+
+    def stop(self) -> None:
+        """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        """The loop; returns after ``stop()`` with everything done committed and closed."""
+        mode = "transactional" if self.producer.transactional else "at-least-once"
+        logger.info("worker running (%s): %s", mode, self.config.describe())
+        try:
+            while not self._stop.is_set():
+                self.step()
+        finally:
+            self._close()
+
+    def step(self) -> None:
+        """Poll one batch and see it through (or rewind it for a retry)."""
+        records = self.consumer.poll_batch(
+            self.config.batch_max_records, self.config.batch_max_wait_ms
+        )
+        self._refresh_lag()
+        if not records:
+            return
+        try:
+            self._handle(records)
+        except BackendUnavailable as exc:
+            self._retry_later(records, exc)
+        except OwnershipLost as exc:
+            self.producer.abort()
+            self.consumer.rewind(records)
+            logger.warning("batch dropped, its partitions moved: %s", exc)
+        else:
+            self._backoff.reset()
+
+    # ---- one batch -------------------------------------------------------------------------
+
+    def _handle(self, records: list[Record]) -> None:
+        started = time.perf_counter()
+        batch = self._decode(records)
+        with self.metrics.engine_seconds.time():
+            decisions = self._decide(batch)
+        offsets = self._publish(batch, decisions)
+        self._account(batch, decisions, time.perf_counter() - started)
+        self._report_progress(len(batch.records), offsets)
+
+    def _decode(self, records: list[Record]) -> _Batch:
+        batch = _Batch(records, [], [], [])
+        for record in records:
+            raw = record.value if record.value is not None else b""  # a tombstone is bad input
+            try:
+                page = decode_page(raw, max_text_bytes=self.config.max_text_bytes)
+            except ContractError as exc:
+                batch.dead.append(self._dead_letter(record, exc))
+            except RecursionError:  # json.loads on thousands of nested brackets
+                error = ContractError("malformed_json", "JSON nested too deeply")
+                batch.dead.append(self._dead_letter(record, error))
+            else:
+                batch.pages.append(page)
+                batch.page_records.append(record)
+        return batch
+
+    def _decide(self, batch: _Batch) -> list[_Encoded]:
+        """The batch's decisions, encoded. A page that makes the engine (or the encoding) fail
+        with anything but a NeardupError is bad input the contract let through: the batch is
+        redone page by page and such pages become ``processing_failed`` dead letters, so one
+        page can never stop the worker (or crash-loop it on restart)."""
+        try:
+            return _encode(self.engine.process(batch.pages)) if batch.pages else []
+        except NeardupError:
+            raise
+        except Exception:
+            logger.exception("batch of %d pages failed; isolating the bad pages", len(batch.pages))
+        encoded: list[_Encoded] = []
+        for page, record in zip(list(batch.pages), list(batch.page_records), strict=True):
+            try:
+                encoded += _encode(self.engine.process([page]))
+            except NeardupError:
+                raise
+            except Exception as exc:
+                error = ContractError("processing_failed", f"{type(exc).__name__}: {exc}")
+                batch.dead.append(self._dead_letter(record, error))
+                batch.pages.remove(page)
+        return encoded
+
+    def _dead_letter(self, record: Record, exc: ContractError) -> DeadLetter:
+        value: bytes = record.value if record.value is not None else b""
+        detail = exc.detail
+        # Base64 grows the original by 4/3: a body that cannot fit in one message is cut, and
+        # the detail says so (the alternative, a DLQ record Kafka refuses, would stop the worker).
+        room = (self.config.max_message_bytes - _DLQ_OVERHEAD) * 3 // 4
+        if len(value) > room:
+            detail += f" (original value of {len(value)} bytes truncated to {room} in the DLQ)"
+            value = value[:room]
+        logger.warning(
+            "dead letter %s[%d]@%d: %s: %s",
+            record.topic,
+            record.partition,
+            record.offset,
+            exc.reason,
+            exc.detail,
+            extra=_where(record, reason=exc.reason),
+        )
+        return DeadLetter(
+            reason=exc.reason,
+            detail=detail,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=value,
+            failed_at=self.clock(),
+        )
+
+    def _publish(self, batch: _Batch, decisions: list[_Encoded]) -> Offsets:
+        """Produce decisions and dead letters, then commit them with the batch's offsets."""
+        offsets = next_offsets(batch.records)
+        self.producer.begin()
+        try:
+            topic = self.config.decisions_topic
+            futures = [self.producer.send(topic, d.key, d.value) for d in decisions]
+            futures += [self._send_dead_letter(d) for d in batch.dead]
+            if self.producer.transactional:
+                self.producer.commit(offsets, self.consumer.group_metadata())
+            else:
+                self.producer.flush(futures)
+                self.consumer.commit(offsets)
+        except BaseException:
+            self.producer.abort()
+            raise
+        logger.debug("committed %s", offsets_text(offsets))
+        return offsets
+
+    def _send_dead_letter(self, dead: DeadLetter) -> Any:
+        return self.producer.send(self.config.dlq_topic, dead.key, dead.to_json())
+
+    def _account(self, batch: _Batch, encoded: list[_Encoded], seconds: float) -> None:
+        decisions = [e.decision for e in encoded]
+        self.metrics.pages.inc(len(batch.records))
+        self.metrics.batch_size.observe(len(batch.records))
+        self.metrics.batch_seconds.observe(seconds)
+        self.metrics.observe_decisions(decisions)
+        for dead in batch.dead:
+            self.metrics.dead_letters.labels(dead.reason).inc()
+        corrections = len(decisions) - len(batch.pages)
+        logger.debug(
+            "batch of %d records: %d decisions (%d corrections), %d dead letters in %.1f ms",
+            len(batch.records),
+            len(decisions),
+            corrections,
+            len(batch.dead),
+            seconds * 1000,
+        )
+
+    def _report_progress(self, records: int, offsets: Offsets) -> None:
+        now = time.monotonic()
+        progress = self._progress
+        progress.records += records
+        progress.offsets.update(offsets)
+        if now - progress.since < PROGRESS_INTERVAL_S:
+            return
+        rate = progress.records / (now - progress.since)
+        logger.info(
+            "%d records in %.0f s (%.0f/s); committed up to %s",
+            progress.records,
+            now - progress.since,
+            rate,
+            offsets_text(progress.offsets),
+            extra={"records": progress.records, "records_per_s": round(rate, 1)},
+        )
+        self._progress = _Progress(now)
+
+    # ---- failures and housekeeping -----------------------------------------------------------
+
+    def _retry_later(self, records: list[Record], exc: BackendUnavailable) -> None:
+        """Nothing of the batch is committed: rewind to it and wait before polling again."""
+        self.producer.abort()
+        self.consumer.rewind(records)
+        delay = self._backoff.next_delay()
+        self.metrics.retries.inc()
+        first = records[0]
+        logger.warning(
+            "backend unavailable at %s[%d]@%d, retrying batch of %d in %.1f s (attempt %d): %s",
+            first.topic,
+            first.partition,
+            first.offset,
+            len(records),
+            delay,
+            self._backoff.failures,
+            exc,
+            extra=_where(first, retry_in_s=delay),
+        )
+        self._stop.wait(delay)
+
+    def _refresh_lag(self) -> None:
+        now = time.monotonic()
+        if now < self._lag_due:
+            return
+        self._lag_due = now + LAG_INTERVAL_S
+        try:
+            self.metrics.observe_lag(self.consumer.lag())
+        except BackendUnavailable as exc:
+            logger.debug("consumer lag not refreshed: %s", exc)
+
+    def _close(self) -> None:
+        """Leave the group first (partitions move at once), then flush and close the producer."""
+        try:
+            self.consumer.close()
+        finally:
+            self.producer.close()
+        logger.info("worker stopped")
+
+
+def _where(record: Record, **more: Any) -> dict[str, Any]:
+    """Structured-log fields naming a record (picked up by the JSON formatter)."""
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset, **more}

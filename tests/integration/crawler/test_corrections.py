@@ -1,0 +1,113 @@
+"""Decisions the crawler must survive: corrections, duplicates, foreign pages, garbage.
+
+A scripted worker (this test, reading the real ``pages`` topic and writing real decisions)
+makes the home page's outlinks followed, then corrects the home page to a near-duplicate while
+those links still wait for their turn (one request per 0.6 s per host): they must be
+dropped, and released from the shared seen set so that another page may still schedule them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from crawl_helpers import Env, stats_line, wait_all
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from sites.manifest import manifest
+from sites.server import SiteServer
+
+from crawler.seen import seen_key, url_fingerprint
+from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
+
+pytestmark = pytest.mark.integration
+
+
+def decision(page: Page, follow: bool, links: tuple[str, ...] = (), **extra: object) -> bytes:
+    verdict = Verdict.UNIQUE if follow else Verdict.NEAR_DUPLICATE
+    fields: dict[str, object] = {
+        "url": page.url,
+        "host": page.host,
+        "verdict": verdict,
+        "simhash": "0" * 16,
+        "priority": 0.9,
+        "follow_outlinks": follow,
+        "fetched_at": page.fetched_at,
+        "decided_at": time.time(),
+        "outlinks": links,
+        **extra,
+    }
+    return Decision(**fields).to_json()  # type: ignore[arg-type]
+
+
+class ScriptedWorker(threading.Thread):
+    def __init__(self, env: Env, home: str) -> None:
+        super().__init__(daemon=True)
+        self.env, self.home, self.stop = env, home, threading.Event()
+        self.producer = KafkaProducer(bootstrap_servers=env.bootstrap)
+
+    def run(self) -> None:
+        consumer = KafkaConsumer(bootstrap_servers=self.env.bootstrap, fetch_max_wait_ms=100)
+        topic = self.env.vars["NEARDUP_PAGES_TOPIC"]
+        while not consumer.partitions_for_topic(topic):
+            time.sleep(0.1)
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        while not self.stop.is_set():
+            for batch in consumer.poll(100).values():
+                for record in batch:
+                    self.answer(decode_page(record.value))
+        consumer.close()
+
+    def send(self, page: Page, value: bytes) -> None:
+        topic = self.env.vars["NEARDUP_DECISIONS_TOPIC"]
+        self.producer.send(topic, key=page.host.encode(), value=value)
+        self.producer.flush()
+
+    def answer(self, page: Page) -> None:
+        if page.url != self.home:
+            self.send(page, decision(page, follow=False))
+            return
+        articles = tuple(link for link in page.outlinks if "/articles/" in link)[:8]
+        self.send(page, b"{not json")
+        self.send(page, decision(page, True, articles, fetched_at=page.fetched_at - 1))  # foreign
+        self.send(page, decision(page, True, articles))
+        self.send(page, decision(page, True, articles))  # redelivered
+        time.sleep(0.3)
+        self.send(page, decision(page, False, corrects=True, duplicate_of="http://x.test/"))
+        self.send(page, decision(page, True, articles))  # must not undo the correction
+
+
+def test_a_correction_drops_the_links_still_waiting(
+    site_server: SiteServer, crawl_env: Env, redis_client: redis.Redis
+) -> None:
+    truth = manifest(site_server)
+    home = truth["seeds"]["main"]
+    worker = ScriptedWorker(crawl_env, home)
+    worker.start()
+    slow = {
+        "AUTOTHROTTLE_ENABLED": "False",
+        "DOWNLOAD_DELAY": "0.6",
+        "RANDOMIZE_DOWNLOAD_DELAY": "False",
+        "NEARDUP_DECISION_TIMEOUT": "20",
+    }
+    crawler = crawl_env.crawler("slow", home, **slow)
+    try:
+        wait_all(crawl_env, [crawler], timeout=60)
+    finally:
+        worker.stop.set()
+    log = crawl_env.log("slow", 10**6)
+    fetched = [url for url in site_server.fetched() if "/articles/" in url]
+    cancelled = stats_line(log, "dedup/requests_cancelled")
+    assert len(fetched) + cancelled == 8 and cancelled >= 6, (fetched, cancelled)
+    assert stats_line(log, "dedup/decisions_invalid") == 1
+    assert stats_line(log, "dedup/decisions_foreign") == 1
+    assert stats_line(log, "dedup/decisions_duplicate") == 2
+    assert stats_line(log, "dedup/corrections") == 1
+    key = seen_key(crawl_env.vars["NEARDUP_CRAWL_ID"])
+    articles = [u for u in truth["unique"] if "/articles/" in u and u.count("/") == 4]
+    claimed = [redis_client.sismember(key, url_fingerprint(u)) for u in articles]
+    assert sum(claimed) == len(fetched)  # the cancelled ones were released
+    assert "'finish_reason': 'finished'" in log

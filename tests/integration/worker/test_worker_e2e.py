@@ -1,0 +1,176 @@
+"""End to end through the real broker and Redis: every verdict, corrections, bad input, outages."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from worker_helpers import (
+    Setup,
+    final_decisions,
+    near_variant,
+    page,
+    produce,
+    produce_pages,
+    text,
+    worker_thread,
+)
+
+from dedup_worker.contract.messages import Verdict
+from neardup.stack import RedisCluster, RedisServer
+
+pytestmark = pytest.mark.integration
+
+
+def _backend(request: pytest.FixtureRequest, name: str) -> dict[str, str]:
+    if name == "memory":
+        return {"redis_url": "memory"}
+    if name == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return {"redis_url": server.url}
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    return {"redis_url": cluster.url, "redis_cluster": "1"}
+
+
+@pytest.mark.parametrize(
+    ("backend", "transactional"),
+    [("memory", "on"), ("redis", "on"), ("cluster", "on"), ("redis", "off")],
+)
+def test_every_verdict_and_a_correction(
+    backend: str, transactional: str, setup: Callable[..., Setup], request: pytest.FixtureRequest
+) -> None:
+    """Pages in, decisions out: unique, near/exact duplicate, unchanged, changed, corrects;
+    with Kafka transactions and without (flush, then commit offsets)."""
+    s = setup(transactional=transactional, **_backend(request, backend))
+    base, other = text(1), text(2)
+    wave1 = [
+        page("https://a.example/1", base, 1000.0),
+        page("https://b.example/near", near_variant(base, 3, seed=10), 1001.0),
+        page("https://b.example/copy", base, 1002.0),
+        page("https://a.example/moving", other, 1003.0),
+        page("https://c.example/late", near_variant(text(3), 3, seed=20), 2000.0),
+    ]
+    wave2 = [
+        page("https://a.example/1", base, 1100.0),  # the same text again
+        page("https://a.example/moving", text(4), 1104.0),  # a new text
+        page("https://d.example/early", text(3), 1500.0),  # earlier than c.example/late
+    ]
+    reader = s.reader()
+    with worker_thread(s.config) as worker:
+        produce_pages(s.bootstrap, s.pages, wave1)
+        reader.wait_for_pages(wave1)
+        produce_pages(s.bootstrap, s.pages, wave2)
+        reader.wait_for_pages(wave2)
+        reader.read_until(lambda _: any(d.corrects for d in reader.decisions))
+    reader.close()
+    final = final_decisions(reader.decisions)
+    verdicts = {(url.split("//")[1], at): d.verdict for (url, at), d in final.items()}
+    assert verdicts == {
+        ("a.example/1", 1000.0): Verdict.UNIQUE,
+        ("b.example/near", 1001.0): Verdict.NEAR_DUPLICATE,
+        ("b.example/copy", 1002.0): Verdict.EXACT_DUPLICATE,
+        ("a.example/moving", 1003.0): Verdict.UNIQUE,
+        ("c.example/late", 2000.0): Verdict.NEAR_DUPLICATE,
+        ("a.example/1", 1100.0): Verdict.UNCHANGED,
+        ("a.example/moving", 1104.0): Verdict.CHANGED,
+        ("d.example/early", 1500.0): Verdict.UNIQUE,
+    }
+    late = final[("https://c.example/late", 2000.0)]
+    assert late.corrects and late.duplicate_of == "https://d.example/early"
+    assert final[("https://b.example/near", 1001.0)].duplicate_of == "https://a.example/1"
+    assert not final[("https://b.example/copy", 1002.0)].follow_outlinks
+    assert worker.metrics.value("neardup_worker_pages_total") == len(wave1) + len(wave2)
+    assert worker.producer.transactional == (transactional == "on")
+
+
+def _bad_messages() -> dict[str, bytes]:
+    good = json.loads(page("https://bad.example/x", text(5), 10.0).to_json())
+    return {
+        "malformed_json": b'{"schema": "neardup.page/1", "url": ',
+        "wrong_type": json.dumps({**good, "fetched_at": "yesterday"}).encode(),
+        "missing_field": json.dumps({k: v for k, v in good.items() if k != "url"}).encode(),
+        "unknown_schema_version": json.dumps({**good, "schema": "neardup.page/2"}).encode(),
+        "too_large": json.dumps({**good, "text": "a" * (50 * 1024 * 1024)}).encode(),
+        "binary": b"\x89PNG\r\n\x1a\n" + os.urandom(4096),
+        "invalid_utf8": b'{"schema": "neardup.page/1", "text": "\xff\xfe caf\xe9"}',
+        "binary_body": json.dumps({**good, "text": "abc\x00\x01\x02"}).encode(),
+        "deep_nesting": b"[" * 100_000,
+        # Valid UTF-8 and valid JSON, but "\ud800" decodes to a lone surrogate: no URL.
+        "lone_surrogate": json.dumps({**good, "url": "https://bad.example/\ud800"}).encode(),
+    }
+
+
+def test_bad_input_goes_to_the_dlq_and_the_worker_carries_on(
+    setup: Callable[..., Setup], kafka_admin: Any
+) -> None:
+    """Each bad message lands in the DLQ with its reason, key and bytes; good pages still pass."""
+    s = setup(partitions=1)
+    bad = _bad_messages()
+    goods = [page(f"https://good.example/{i}", text(100 + i), 100.0 + i) for i in range(len(bad))]
+    messages: list[tuple[bytes | None, bytes]] = []
+    for (name, value), good in zip(bad.items(), goods, strict=True):
+        messages += [(name.encode(), value), (good.host.encode(), good.to_json())]
+    reader, dlq = s.reader(), s.reader(s.dlq)
+    with worker_thread(s.config) as worker:
+        produce(s.bootstrap, s.pages, messages)
+        reader.wait_for_pages(goods)
+        dlq.read_until(lambda records: len(records) >= len(bad), timeout=60)
+    letters = {}
+    for record in dlq.records:
+        body = json.loads(record.value)
+        letters[record.key.decode()] = body
+        assert base64.b64decode(body["value_b64"]) == bad[record.key.decode()]
+        assert base64.b64decode(body["key_b64"]) == record.key
+    reader.close()
+    dlq.close()
+    reasons = {name: body["reason"] for name, body in letters.items()}
+    assert reasons == {
+        "malformed_json": "malformed_json",
+        "wrong_type": "wrong_type",
+        "missing_field": "missing_field",
+        "unknown_schema_version": "unknown_schema_version",
+        "too_large": "too_large",
+        "binary": "invalid_utf8",  # 0x89 never starts a UTF-8 character
+        "invalid_utf8": "invalid_utf8",
+        "binary_body": "binary_body",
+        "deep_nesting": "malformed_json",
+        "lone_surrogate": "processing_failed",
+    }
+    assert all(body["topic"] == s.pages and body["detail"] for body in letters.values())
+    assert worker.metrics.value("neardup_worker_pages_total") == len(messages)
+    kafka_admin.delete_topics([s.pages, s.dlq])  # ~120 MB that Tansu keeps in memory otherwise
+
+
+def test_redis_down_for_a_while_loses_no_page(
+    setup: Callable[..., Setup], redis_server: RedisServer
+) -> None:
+    """SIGSTOP redis mid-stream: the worker backs off, keeps its batch, and then decides it."""
+    s = setup(redis_url=redis_server.url)
+    before = [page(f"https://r.example/{i}", text(200 + i), 10.0 + i) for i in range(20)]
+    during = [page(f"https://s.example/{i}", text(300 + i), 50.0 + i) for i in range(60)]
+    reader = s.reader()
+    with worker_thread(s.config) as worker:
+        produce_pages(s.bootstrap, s.pages, before)
+        reader.wait_for_pages(before)
+        redis_server.pause()
+        try:
+            produce_pages(s.bootstrap, s.pages, during)
+            deadline = time.monotonic() + 20
+            while worker.metrics.value("neardup_worker_backend_retries_total") < 2:
+                assert time.monotonic() < deadline, "worker never noticed redis was down"
+                time.sleep(0.1)
+        finally:
+            redis_server.resume()
+        reader.wait_for_pages(during, timeout=60)
+        reader.settle(1.0)
+    reader.close()
+    counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
+    assert set(counts) == {(p.url, p.fetched_at) for p in before + during}
+    assert set(counts.values()) == {1}  # transactions: exactly one decision per page
+    assert all(d.verdict is Verdict.UNIQUE for d in reader.decisions)

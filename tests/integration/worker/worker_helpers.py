@@ -1,0 +1,341 @@
+"""Helpers for the worker tests: configs with their own topics and namespace, page streams,
+decision readers, and workers run in a thread or as ``dedup-worker`` subprocesses.
+
+Everything talks to the session's real Tansu broker and redis-server(s); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from dedup_worker.contract.messages import Decision, Page, Verdict, decode_decision
+from dedup_worker.core.engine import EngineSettings
+from dedup_worker.core.records import page_id
+from dedup_worker.core.simhash import Document
+from dedup_worker.core.sketch import DEFAULT_SKETCH, Sketcher, verify
+from dedup_worker.core.text import content_checksum
+from dedup_worker.worker.config import WorkerConfig, load_config
+from dedup_worker.worker.main import build_worker, engine_settings
+from dedup_worker.worker.service import Worker
+
+WORDS = [f"w{i}" for i in range(5000)]
+BIG = 80 * 1024 * 1024
+
+
+# ---- pages ---------------------------------------------------------------------------------------
+
+
+def text(seed: int, n: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def edited(base: str, seed: int, edits: int = 1) -> str:
+    words = base.split()
+    rng = random.Random(seed)
+    for e in range(edits):
+        words[rng.randrange(len(words))] = f"edit{seed}x{e}"
+    return " ".join(words)
+
+
+def page(url: str, body: str, at: float, title: str = "") -> Page:
+    host = url.split("/")[2]
+    return Page(url=url, host=host, fetched_at=at, text=body, title=title, depth=1,
+                outlinks=(f"https://{host}/next",))  # fmt: skip
+
+
+def fingerprints(pages: list[Page], settings: EngineSettings | None = None) -> list[Signature]:
+    """Each page's fingerprint and sketch, computed as the engine computes them."""
+    settings = settings or engine_settings(load_config([], {}))
+    sketcher = Sketcher(settings.sketch or DEFAULT_SKETCH, settings.features)
+    fps, rows = sketcher.fingerprint_and_sketch([Document(p.text, p.title) for p in pages])
+    return [Signature(int(fp), row.tobytes()) for fp, row in zip(fps, rows, strict=True)]
+
+
+@dataclass(frozen=True)
+class Signature:
+    fingerprint: int
+    sketch: bytes
+
+
+def fingerprint(p: Page) -> int:
+    return fingerprints([p])[0].fingerprint
+
+
+def near_variant(base: str, k: int, seed: int) -> str:
+    """An edit of ``base`` whose fingerprint is 1..k bits away (searching over seeds)."""
+    fp = fingerprint(page("https://x/", base, 0))
+    for attempt in range(seed, seed + 500):
+        candidate = edited(base, attempt)
+        distance = (fingerprint(page("https://x/", candidate, 0)) ^ fp).bit_count()
+        if 1 <= distance <= k:
+            return candidate
+    raise AssertionError("no near variant found")
+
+
+# ---- Kafka I/O -----------------------------------------------------------------------------------
+
+
+def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=BIG, linger_ms=5)
+    count = 0
+    for key, value in messages:
+        producer.send(topic, key=key, value=value)
+        count += 1
+    producer.flush()
+    producer.close()
+    return count
+
+
+def produce_pages(bootstrap: str, topic: str, pages: Iterable[Page]) -> int:
+    return produce(bootstrap, topic, ((p.host.encode(), p.to_json()) for p in pages))
+
+
+class TopicReader:
+    """Reads a whole topic (every partition, read_committed) and keeps what it read."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_bytes=BIG,
+        )
+        partitions = self.consumer.partitions_for_topic(topic) or {0}
+        self.consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+        self.records: list[Any] = []
+
+    def read_until(self, done: Callable[[list[Any]], bool], timeout: float = 30) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out with {len(self.records)} records read")
+            for batch in self.consumer.poll(200).values():
+                self.records.extend(batch)
+        return self.records
+
+    def settle(self, quiet: float = 1.5) -> list[Any]:
+        """Read until nothing new arrives for ``quiet`` seconds."""
+        last = time.monotonic()
+        while time.monotonic() - last < quiet:
+            for batch in self.consumer.poll(200).values():
+                self.records.extend(batch)
+                last = time.monotonic()
+        return self.records
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class DecisionReader(TopicReader):
+    @property
+    def decisions(self) -> list[Decision]:
+        return [decode_decision(r.value) for r in self.records]
+
+    def pages_decided(self) -> set[tuple[str, float]]:
+        return {(d.url, d.fetched_at) for d in self.decisions if not d.corrects}
+
+    def wait_for_pages(self, pages: Iterable[Page], timeout: float = 60) -> list[Decision]:
+        wanted = {(p.url, p.fetched_at) for p in pages}
+
+        def done(_: list[Any]) -> bool:
+            return wanted <= self.pages_decided()
+
+        self.read_until(done, timeout)
+        return self.decisions
+
+
+def final_decisions(decisions: Iterable[Decision]) -> dict[tuple[str, float], Decision]:
+    """Per page (url, fetched_at): the last correcting decision if any, else the last one.
+
+    A correction may reach the topic before the corrected page's own decision (two workers),
+    so readers let ``corrects`` decisions win whatever their order.
+    """
+    final: dict[tuple[str, float], Decision] = {}
+    for decision in decisions:
+        key = (decision.url, decision.fetched_at)
+        current = final.get(key)
+        if current is None or decision.corrects or not current.corrects:
+            final[key] = decision
+    return final
+
+
+# ---- workers -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """One test's topics, group and namespace, as environment variables and as a config."""
+
+    env: dict[str, str]
+    bootstrap: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> WorkerConfig:
+        return load_config([], self.env)
+
+    @property
+    def pages(self) -> str:
+        return self.env["NEARDUP_PAGES_TOPIC"]
+
+    @property
+    def decisions(self) -> str:
+        return self.env["NEARDUP_DECISIONS_TOPIC"]
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.pages}.dlq"
+
+    def reader(self, topic: str | None = None) -> DecisionReader:
+        return DecisionReader(self.bootstrap, topic or self.decisions)
+
+
+@contextmanager
+def worker_thread(config: WorkerConfig) -> Iterator[Worker]:
+    """A worker running in a thread of the test process; stopped (gracefully) on exit."""
+    worker = build_worker(config)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive(), "worker did not stop"
+    assert not errors, errors
+
+
+class WorkerProcess:
+    """``dedup-worker`` as a subprocess (its log goes to a file, shown on failure)."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._log_file = log.open("ab")
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dedup-worker")],
+            env={**os.environ, **env, "NEARDUP_LOG_LEVEL": "INFO"},
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+    def terminate(self, timeout: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log_file.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log_file.close()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+
+# ---- planted near-duplicate families and the earliest-wins oracle --------------------------------
+
+
+def family_stream(seed: int, families: int, members: int, singles: int) -> list[Page]:
+    """Families of 1-word edits of one text, spread over hosts and fetch times; shuffled, so
+    later pages often arrive (and get decided) before earlier ones."""
+    rng = random.Random(seed)
+    pages: list[Page] = []
+    for f in range(families):
+        base = text(seed * 100_000 + f)
+        for m in range(members):
+            body = base if m == 0 else edited(base, seed * 100_000 + f * 100 + m)
+            host = f"h{rng.randrange(24)}.example"
+            pages.append(page(f"https://{host}/f{f}/m{m}", body, rng.uniform(1000, 1100)))
+    for i in range(singles):
+        host = f"h{rng.randrange(24)}.example"
+        pages.append(page(f"https://{host}/s{i}", text(seed * 100_000 + 50_000 + i), 1000 + i / 7))
+    rng.shuffle(pages)
+    return pages
+
+
+@dataclass(frozen=True)
+class Expected:
+    suppressed: bool
+    fingerprint: int
+    order: int
+
+
+def oracle(pages: list[Page], k: int = 3) -> dict[tuple[str, float], Expected]:
+    """A page is a near-duplicate iff an EARLIER page (fetched_at, then page id) of another URL
+    is within k and the pair passes the engine's check (same checksum or verified sketches).
+    Brute force over the same fingerprints and sketches the engine computes."""
+    settings = engine_settings(load_config([], {}))
+    ordered = sorted(pages, key=lambda p: page_id(p.url, p.fetched_at))
+    signatures = fingerprints(ordered, settings)
+    expected = {}
+    for i, (p, sig) in enumerate(zip(ordered, signatures, strict=True)):
+        suppressed = any(
+            (sig.fingerprint ^ other.fingerprint).bit_count() <= k
+            and ordered[j].url != p.url
+            and _same_content(p, ordered[j], sig, other, settings)
+            for j, other in enumerate(signatures[:i])
+        )
+        expected[(p.url, p.fetched_at)] = Expected(
+            suppressed, sig.fingerprint, page_id(p.url, p.fetched_at)
+        )
+    return expected
+
+
+def _same_content(a: Page, b: Page, sa: Signature, sb: Signature, settings: EngineSettings) -> bool:
+    if content_checksum(a.text) == content_checksum(b.text) or settings.sketch is None:
+        return True
+    return verify(sa.sketch, sb.sketch, settings.sketch)[0]
+
+
+def check_against_oracle(decisions: list[Decision], pages: list[Page], k: int = 3) -> int:
+    """Final verdicts equal the oracle's; duplicate_of is an earlier page within k. Returns the
+    number of suppressed pages (so callers can check the stream planted some)."""
+    expected = oracle(pages, k)
+    final = final_decisions(decisions)
+    assert set(final) == set(expected), "a page has no decision"
+    by_url = {url: e for (url, _), e in expected.items()}
+    wrong = []
+    for key, decision in final.items():
+        want = expected[key]
+        suppressed = decision.verdict in (Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE)
+        if suppressed != want.suppressed:
+            wrong.append((key, decision.verdict, decision.corrects))
+        if suppressed:
+            original = by_url[decision.duplicate_of or ""]
+            assert original.order < want.order, (key, decision.duplicate_of)
+            assert (original.fingerprint ^ want.fingerprint).bit_count() <= k
+    assert not wrong, f"{len(wrong)} verdicts differ from the oracle, e.g. {wrong[:5]}"
+    return sum(e.suppressed for e in expected.values())

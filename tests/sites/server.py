@@ -1,0 +1,104 @@
+"""Serve a :class:`~sites.planted.Site` on loopback addresses, one threaded server per host.
+
+Linux routes all of 127.0.0.0/8 to the loopback interface, so each host of the site gets an
+address of its own (127.0.0.2, 127.0.0.3, ...), as different hosts on the web would: Scrapy's
+per-host concurrency slots, robots.txt and allowed domains all see distinct hosts. Every request
+is recorded in :attr:`SiteServer.log` (host, path, status), the ground truth of what a crawl
+fetched.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+from crawler.urls import canonicalize_url
+from sites.planted import HOSTS, Site, render
+
+ADDRESSES = {"main": "127.0.0.2", "mirror": "127.0.0.3", "other": "127.0.0.4"}
+
+
+@dataclass(frozen=True)
+class Hit:
+    host: str
+    path: str
+    status: int
+
+
+class SiteServer:
+    def __init__(self, site: Site, addresses: dict[str, str] | None = None) -> None:
+        self.site = site
+        self.addresses = addresses or ADDRESSES
+        self.base: dict[str, str] = {}
+        self.log: list[Hit] = []
+        self._lock = threading.Lock()
+        self._servers: list[ThreadingHTTPServer] = []
+
+    def start(self) -> Self:
+        for host in HOSTS:
+            server = ThreadingHTTPServer((self.addresses[host], 0), _handler(self, host))
+            server.daemon_threads = True
+            self._servers.append(server)
+            self.base[host] = f"http://{self.addresses[host]}:{server.server_address[1]}"
+            threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def url(self, host: str, path: str) -> str:
+        return canonicalize_url(self.base[host] + path)
+
+    def record(self, hit: Hit) -> None:
+        with self._lock:
+            self.log.append(hit)
+
+    def fetched(self) -> list[str]:
+        """Canonical URLs of every page request served (robots.txt excluded), with repeats."""
+        with self._lock:
+            hits = list(self.log)
+        return [self.url(h.host, h.path) for h in hits if h.path != "/robots.txt"]
+
+    def respond(self, host: str, path: str) -> tuple[int, dict[str, str], bytes]:
+        if path == "/robots.txt":
+            return 200, {"Content-Type": "text/plain"}, self.site.robots[host].encode()
+        spec = self.site.pages.get((host, path))
+        if spec is None:
+            return 404, {"Content-Type": "text/html"}, b"<html><body>not here</body></html>"
+        if spec.redirect_to is not None:
+            return 301, {"Location": self.base[host] + spec.redirect_to}, b""
+        return 200, {"Content-Type": spec.content_type}, render(spec, self.base)
+
+
+def _handler(server: SiteServer, host: str) -> Any:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            status, headers, body = server.respond(host, self.path)
+            server.record(Hit(host, self.path, status))
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # the access log is `server.log`
+
+    return Handler

@@ -1,0 +1,66 @@
+"""Seeds, allowed domains, settings validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.config import (
+    ConfigError,
+    crawl_config,
+    default_crawl_id,
+    env_settings,
+    optional_int,
+    parse_domains,
+    parse_seeds,
+)
+
+
+def test_seeds_from_arguments_and_a_file_canonical_and_unique(tmp_path: Path) -> None:
+    seed_file = tmp_path / "seeds.txt"
+    seed_file.write_text("# comment\nhttp://b.test/x  # trailing\n\nHTTP://A.test:80/\n")
+    seeds = parse_seeds("http://a.test/, http://c.test/?b=2&a=1", seed_file)
+    assert seeds == ["http://a.test/", "http://c.test/?a=1&b=2", "http://b.test/x"]
+
+
+@pytest.mark.parametrize("bad", ["ftp://a.test/", "a.test/page", "http://"])
+def test_bad_seeds_are_refused_by_name(bad: str) -> None:
+    with pytest.raises(ConfigError, match="seed"):
+        parse_seeds(bad)
+
+
+def test_missing_seed_file_says_which() -> None:
+    with pytest.raises(ConfigError, match="cannot read seed file"):
+        parse_seeds(None, "/nonexistent/seeds.txt")
+
+
+def test_allowed_domains_default_to_the_seed_hosts() -> None:
+    assert parse_domains(None, ["http://a.test:8080/x", "http://b.test/"]) == ["a.test", "b.test"]
+    assert parse_domains("x.test, Y.test.", ["http://a.test/"]) == ["x.test", "y.test"]
+
+
+def test_optional_limits() -> None:
+    assert optional_int(None, "max_depth") is None and optional_int("", "max_depth") is None
+    assert optional_int("3", "max_depth") == 3
+    with pytest.raises(ConfigError, match="max_pages must be >= 1"):
+        optional_int("0", "max_pages", minimum=1)
+    with pytest.raises(ConfigError, match="max_depth must be an integer"):
+        optional_int("deep", "max_depth")
+
+
+def test_settings_and_environment() -> None:
+    env = env_settings({"NEARDUP_KAFKA_BOOTSTRAP": "k:9092", "NEARDUP_REDIS_URL": "memory"})
+    config = crawl_config(Settings(env))
+    assert config.publishing and not config.shared_seen
+    assert (config.pages_topic, config.decisions_topic) == ("pages", "decisions")
+    assert not crawl_config(Settings({})).publishing
+    with pytest.raises(ConfigError, match="NEARDUP_PRIORITY_LEVELS"):
+        crawl_config(Settings({"NEARDUP_PRIORITY_LEVELS": 0}))
+
+
+def test_default_crawl_id_is_stable_and_order_free() -> None:
+    one = default_crawl_id(["http://a.test/", "http://b.test/"])
+    assert one == default_crawl_id(["http://b.test/", "http://a.test/"])
+    assert one != default_crawl_id(["http://a.test/"])

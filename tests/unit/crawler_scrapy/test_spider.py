@@ -1,0 +1,83 @@
+"""The spider's callback on in-memory responses: what a Page item carries, what is skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scrapy.exceptions import StopDownload
+from scrapy.http import HtmlResponse, Request, Response, TextResponse
+from scrapy.utils.test import get_crawler
+
+from crawler.spider import PAGE_META, NeardupSpider
+from dedup_worker.contract.messages import Page
+from dedup_worker.core.text import content_checksum
+
+HTML = (
+    b"<html><head><title>T</title></head><body><p>Hello <b>world</b></p>"
+    b'<a href="/next#frag">n</a><a href="https://other.test/?utm_source=x">o</a></body></html>'
+)
+
+
+def spider(**kwargs: Any) -> NeardupSpider:
+    crawler = get_crawler(NeardupSpider, {"NEARDUP_MAX_DEPTH": "4"})
+    result: NeardupSpider = crawler._create_spider(seeds="http://a.test/", **kwargs)
+    crawler.spider = result
+    crawler.stats.open_spider()
+    return result
+
+
+def response(
+    url: str,
+    body: bytes,
+    content_type: bytes = b"text/html; charset=utf-8",
+    meta: dict[str, Any] | None = None,
+    cls: type[Response] = HtmlResponse,
+) -> Response:
+    request = Request(url, meta={PAGE_META: True, "depth": 2, **(meta or {})})
+    return cls(url, body=body, headers={"Content-Type": content_type}, request=request)
+
+
+def test_a_page_item_carries_text_links_depth_and_the_requested_url() -> None:
+    meta = {"redirect_urls": ["http://a.test/old"]}
+    [page] = list(spider().parse(response("http://a.test/new", HTML, meta=meta)))
+    assert isinstance(page, Page)
+    assert (page.url, page.requested_url, page.host) == (
+        "http://a.test/new",
+        "http://a.test/old",
+        "a.test",
+    )
+    assert (page.title, page.text, page.depth, page.status) == ("T", "Hello world\nno", 2, 200)
+    assert page.outlinks == ("http://a.test/next", "https://other.test/")
+    assert page.checksum == content_checksum(page.text)
+    assert page.content_type == "text/html; charset=utf-8"
+
+
+def test_non_html_is_skipped_and_counted() -> None:
+    s = spider()
+    pdf = response("http://a.test/r.pdf", b"%PDF", b"application/pdf", cls=Response)
+    text = response("http://a.test/r.txt", b"hi", b"text/plain", cls=TextResponse)
+    assert list(s.parse(pdf)) == [] and list(s.parse(text)) == []
+    assert s.crawler.stats.get_value("dedup/non_html_skipped") == 2
+
+
+def test_non_html_downloads_stop_at_the_headers() -> None:
+    s = spider()
+    request = Request("http://a.test/big.zip", meta={PAGE_META: True})
+    with pytest.raises(StopDownload):
+        s.headers_received({b"Content-Type": b"application/zip"}, 10**9, request, s)
+    s.headers_received({b"Content-Type": b"text/html"}, 10, request, s)
+    robots = Request("http://a.test/robots.txt")  # not a page request: left alone
+    s.headers_received({b"Content-Type": b"text/plain"}, 10, robots, s)
+
+
+def test_arguments_settings_and_defaults() -> None:
+    s = spider(allowed_domains="a.test,b.test", max_pages="50")
+    assert (s.allowed_domains, s.max_depth, s.max_pages) == (["a.test", "b.test"], 4, 50)
+    start = s.page_request("http://a.test/x", depth=3, priority=7)
+    assert (start.meta["depth"], start.priority, start.callback) == (3, 7, s.parse)
+
+
+def test_no_seeds_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="no seeds"):
+        get_crawler(NeardupSpider)._create_spider()

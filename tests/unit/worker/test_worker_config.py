@@ -1,0 +1,98 @@
+"""WorkerConfig: environment and flags (flags win), derived defaults, and errors that say what
+to fix, naming the variable or flag the bad value came from."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dedup_worker.errors import ConfigError
+from dedup_worker.worker.config import OPTIONS, WorkerConfig, load_config
+from dedup_worker.worker.main import main
+
+
+def test_defaults_and_derived_values() -> None:
+    config = load_config([], {})
+    assert config.dlq_topic == "pages.dlq"
+    assert config.worker_id  # the host name
+    assert config.memory_backend and config.transactional == "auto"
+    assert config.transactional_id == f"neardup-dedup.{config.worker_id}"
+
+
+def test_environment_is_read_and_flags_win() -> None:
+    env = {
+        "NEARDUP_KAFKA_BOOTSTRAP": "k1:9092,k2:9093",
+        "NEARDUP_REDIS_URL": "redis://r:6379/1",
+        "NEARDUP_PAGES_TOPIC": "crawl.pages",
+        "NEARDUP_K": "4",
+        "NEARDUP_CREATE_TOPICS": "no",
+        "NEARDUP_LOG_FORMAT": "JSON",
+    }
+    config = load_config(["--k", "2", "--create-topics", "--worker-id", "w7"], env)
+    assert config.kafka_bootstrap == "k1:9092,k2:9093"
+    assert config.redis_url == "redis://r:6379/1"
+    assert config.dlq_topic == "crawl.pages.dlq"
+    assert (config.k, config.create_topics, config.worker_id) == (2, True, "w7")
+    assert config.log_format == "json"
+
+
+def test_every_option_has_a_variable_and_a_flag() -> None:
+    names = {option.field for option in OPTIONS}
+    assert names == set(WorkerConfig.__dataclass_fields__)
+    assert all(option.env.startswith("NEARDUP_") for option in OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("KAFKA_BOOTSTRAP", "x", "NEARDUP_KAFKA_BOOTSTRAP must be host:port[,host:port...], got"),
+        ("KAFKA_BOOTSTRAP", "h:99999", "must be host:port"),
+        ("REDIS_URL", "localhost:6379", "NEARDUP_REDIS_URL must be 'memory' or a URL like"),
+        ("K", "three", "NEARDUP_K must be an integer 0..8, got 'three'"),
+        ("K", "9", "NEARDUP_K must be an integer 0..8, got 9"),
+        ("SHINGLE", "0", "NEARDUP_SHINGLE must be an integer 1..8"),
+        ("TRANSACTIONAL", "maybe", "NEARDUP_TRANSACTIONAL must be one of auto, on, off"),
+        ("CREATE_TOPICS", "sure", "NEARDUP_CREATE_TOPICS must be true or false"),
+        ("PAGES_TOPIC", "my pages", "NEARDUP_PAGES_TOPIC must be a Kafka topic name"),
+        ("METRICS_PORT", "70000", "NEARDUP_METRICS_PORT must be an integer 0..65535"),
+        ("LOG_LEVEL", "chatty", "NEARDUP_LOG_LEVEL must be one of DEBUG, INFO"),
+        ("MAX_BYTES_PER_FINGERPRINT", "lots", "must be a number"),
+        ("BATCH_MAX_RECORDS", "0", "NEARDUP_BATCH_MAX_RECORDS must be an integer 1..100000"),
+    ],
+)
+def test_bad_environment_values_say_what_to_fix(variable: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config([], {f"NEARDUP_{variable}": value})
+
+
+def test_the_message_quotes_the_bad_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config([], {"NEARDUP_KAFKA_BOOTSTRAP": "x"})
+    assert str(caught.value) == (
+        "NEARDUP_KAFKA_BOOTSTRAP must be host:port[,host:port...], got 'x'"
+    )
+
+
+def test_a_bad_flag_is_named_as_a_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--batch-max-wait-ms must be an integer"):
+        load_config(["--batch-max-wait-ms", "-5"], {"NEARDUP_BATCH_MAX_WAIT_MS": "10"})
+
+
+def test_options_are_checked_against_each_other() -> None:
+    with pytest.raises(ConfigError, match="three different topics"):
+        load_config(["--decisions-topic", "pages"], {})
+    with pytest.raises(ConfigError, match="NEARDUP_REDIS_CLUSTER needs a redis:// URL"):
+        load_config(["--redis-cluster"], {})
+    with pytest.raises(ConfigError, match="MAX_MESSAGE_BYTES must be at least"):
+        load_config(["--max-message-bytes", str(2 << 20), "--max-text-bytes", str(8 << 20)], {})
+
+
+def test_main_exits_2_with_one_line_on_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NEARDUP_KAFKA_BOOTSTRAP", "nowhere")
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "NEARDUP_KAFKA_BOOTSTRAP must be host:port" in err
