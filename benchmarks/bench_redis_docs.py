@@ -27,6 +27,7 @@ import redis
 from dedup_worker.adapters.redis_client import Client
 from dedup_worker.adapters.redis_docs import RedisDocStore
 from dedup_worker.core.records import PENDING, DocRecord, page_id
+from dedup_worker.core.sketch import DEFAULT_SKETCH
 from neardup.stack import RedisCluster, RedisServer
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,16 @@ def _pages(n: int, seed: int, start: float) -> list[DocRecord]:
         checksum = hashlib.blake2b(url.encode(), digest_size=16).hexdigest()
         fp = rng.getrandbits(64)
         records.append(
-            DocRecord(page_id(url, fetched_at), url, host, fetched_at, fp, checksum, PENDING)
+            DocRecord(
+                page_id(url, fetched_at),
+                url,
+                host,
+                fetched_at,
+                fp,
+                checksum,
+                PENDING,
+                sketch=rng.randbytes(DEFAULT_SKETCH.nbytes),  # the engine's default sketch size
+            )
         )
     return records
 

@@ -97,15 +97,6 @@ def _grow(q: np.ndarray, f: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.n
     return q2, f2, d2
 
 
-@njit(cache=True, inline="always")
-def _any_within(keys: np.ndarray, lo: int, hi: int, key: np.uint64, limit: np.uint64) -> bool:
-    """Whether any of keys[lo:hi] is within ``limit`` of key: a branch-free, vectorisable scan."""
-    hits = 0
-    for j in range(lo, hi):
-        hits += 1 if popcount(keys[j] ^ key) <= limit else 0
-    return hits > 0
-
-
 @njit(cache=True)
 def probe_run(
     queries: np.ndarray,
@@ -151,8 +142,6 @@ def probe_run(
         for g in range(last - first):
             i = first + g
             key = permuted[i]
-            if not _any_within(keys, lo[g], hi[g], key, limit):
-                continue
             for j in range(lo[g], hi[g]):
                 dist = popcount(keys[j] ^ key)
                 if dist > limit or ids[j] == dead:

@@ -1,0 +1,30 @@
+"""The README's configuration reference names every setting the code reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from crawler.config import ENV_SETTINGS
+from dedup_worker.worker.config import OPTIONS
+from neardup.cli import build_parser
+
+README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+CRAWLER_SOURCES = Path(__file__).resolve().parents[3] / "crawler"
+
+
+def test_every_worker_option_is_documented() -> None:
+    missing = [o.env for o in OPTIONS if f"`{o.env}`" not in README or o.flag not in README]
+    assert missing == []
+
+
+def test_every_crawler_setting_is_documented() -> None:
+    read = set(ENV_SETTINGS)
+    for source in CRAWLER_SOURCES.glob("*.py"):
+        read |= set(re.findall(r'"(NEARDUP_[A-Z_]+)"', source.read_text()))
+    assert sorted(name for name in read if name not in README) == []
+
+
+def test_every_subcommand_is_documented() -> None:
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert sorted(c for c in commands if f"neardup {c}" not in README) == []
