@@ -154,7 +154,7 @@ def decode_page(raw: bytes, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> 
     body = _loads(raw)
     _check_schema(body, PAGE_SCHEMA)
     text = _field(body, "text", str)
-    if len(text.encode("utf-8", "surrogatepass")) > max_text_bytes:
+    if len(text.encode("utf-8")) > max_text_bytes:
         raise ContractError("too_large", f"text exceeds {max_text_bytes} bytes")
     if "\x00" in text:
         raise ContractError("binary_body", "text contains NUL bytes; not visible text")
@@ -213,6 +213,8 @@ def _loads(raw: bytes) -> dict[str, Any]:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ContractError("malformed_json", f"{exc.msg} at char {exc.pos}") from None
+    except RecursionError:
+        raise ContractError("malformed_json", "nesting too deep") from None
     if not isinstance(body, dict):
         raise ContractError("wrong_type", f"message is a JSON {type(body).__name__}, not object")
     return body
@@ -250,7 +252,20 @@ def _typed(value: Any, name: str, kind: type[T]) -> T:
         raise ContractError(
             "wrong_type", f"field {name!r} must be {kind.__name__}, got {type(value).__name__}"
         )
+    if isinstance(value, str):
+        _check_unicode(value, name)
     return value
+
+
+def _check_unicode(value: str, name: str) -> None:
+    """JSON may spell lone surrogates (\\ud800) that no UTF-8 text can hold: reject them here
+    rather than crash the engine or the encoder later."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ContractError(
+            "invalid_unicode", f"field {name!r} holds a lone surrogate at {exc.start}"
+        ) from None
 
 
 def _number(body: dict[str, Any], name: str) -> float:
@@ -268,4 +283,6 @@ def _string_list(body: dict[str, Any], name: str) -> list[str]:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ContractError("wrong_type", f"field {name!r} must be a list of strings")
+    for item in value:
+        _check_unicode(item, name)
     return value

@@ -130,14 +130,27 @@ class DedupEngine:
             for p, fp, sk in zip(pages, fps, sketches, strict=True)
         ]
         latest = self.docs.latest({item.page.url for item in items})
-        for item in items:
-            previous = latest.get(item.page.url)
-            if previous is not None and previous.id < item.id:
+        in_batch: dict[str, DocRecord] = {}
+        for item in sorted(items, key=lambda i: i.id):
+            # The previous fetch of this URL: in the store, or earlier in this very batch.
+            stored = latest.get(item.page.url)
+            candidates = [r for r in (stored, in_batch.get(item.page.url)) if r is not None]
+            earlier = [r for r in candidates if r.id < item.id]
+            if earlier:
+                previous = max(earlier, key=lambda r: r.id)
                 item.previous = previous
                 item.unchanged = previous.checksum == item.checksum or self._similar(
                     item.fingerprint, item.sketch, previous
                 )
+            in_batch[item.page.url] = self._record(item)
         return items
+
+    @staticmethod
+    def _record(item: _Item) -> DocRecord:
+        return DocRecord(
+            item.id, item.page.url, item.page.host, item.page.fetched_at, item.fingerprint,
+            item.checksum, PENDING, sketch=item.sketch,
+        )  # fmt: skip
 
     def _fingerprints(self, documents: list[Document]) -> tuple[list[int], list[bytes]]:
         if self.sketcher is None:
@@ -157,13 +170,7 @@ class DedupEngine:
         return verify(a, b, self.settings.sketch)
 
     def _claim(self, items: list[_Item]) -> dict[int, DocRecord]:
-        records = [
-            DocRecord(
-                i.id, i.page.url, i.page.host, i.page.fetched_at, i.fingerprint, i.checksum,
-                PENDING, sketch=i.sketch,
-            )
-            for i in items
-        ]  # fmt: skip
+        records = [self._record(i) for i in items]
         existing = self.docs.claim(records)
         return {r.id: existing.get(r.id, r) for r in records}
 

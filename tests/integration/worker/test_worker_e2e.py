@@ -140,7 +140,7 @@ def test_bad_input_goes_to_the_dlq_and_the_worker_carries_on(
         "invalid_utf8": "invalid_utf8",
         "binary_body": "binary_body",
         "deep_nesting": "malformed_json",
-        "lone_surrogate": "processing_failed",
+        "lone_surrogate": "invalid_unicode",
     }
     assert all(body["topic"] == s.pages and body["detail"] for body in letters.values())
     assert worker.metrics.value("neardup_worker_pages_total") == len(messages)

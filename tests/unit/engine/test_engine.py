@@ -87,6 +87,19 @@ def test_every_verdict() -> None:
     assert again[1].follow_outlinks and again[1].distance is not None and again[1].distance > 3
 
 
+def test_revisit_in_the_same_batch() -> None:
+    e = engine()
+    out = e.process([
+        page("http://r.test/a", text(21), 2.0),    # the revisit first in the batch
+        page("http://r.test/a", text(21), 1.0),
+        page("http://r.test/b", text(22), 1.0),
+        page("http://r.test/b", text(23), 2.0),
+    ])  # fmt: skip
+    assert [d.verdict for d in out] == [
+        Verdict.UNCHANGED, Verdict.UNIQUE, Verdict.UNIQUE, Verdict.CHANGED
+    ]  # fmt: skip
+
+
 def test_later_page_first_gets_a_correction() -> None:
     e = engine()
     later = e.process([page("http://m.test/p", near_copy(5), 50.0)])

@@ -1,0 +1,89 @@
+"""The message contract: round trips and one clear reason per kind of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dedup_worker.contract.messages import (
+    Decision,
+    Page,
+    Verdict,
+    decode_decision,
+    decode_page,
+)
+from dedup_worker.errors import ContractError
+
+GOOD = {
+    "schema": "neardup.page/1",
+    "url": "https://a.example/x",
+    "host": "a.example",
+    "fetched_at": 1.5,
+    "text": "hello world",
+}
+
+
+def raw(**changes: object) -> bytes:
+    return json.dumps({**GOOD, **changes}).encode()
+
+
+@given(
+    text=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")),
+    links=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)),
+)
+def test_page_round_trip(text: str, links: list[str]) -> None:
+    page = Page(url="https://a.example/é", host="a.example", fetched_at=2.0, text=text,
+                outlinks=tuple(links), title="T", depth=3)  # fmt: skip
+    back = decode_page(page.to_json())
+    assert back.text == text and back.outlinks == tuple(links) and back.title == "T"
+    assert back.requested_url == page.url and back.depth == 3 and back.fetched_at == 2.0
+
+
+def test_decision_round_trip() -> None:
+    decision = Decision(
+        url="https://b.example/", host="b.example", verdict=Verdict.NEAR_DUPLICATE,
+        simhash="00ff" * 4, priority=0.0, follow_outlinks=False, fetched_at=1.0,
+        decided_at=2.0, duplicate_of="https://a.example/", distance=2,
+        evidence={"k": 3}, corrects=True,
+    )  # fmt: skip
+    assert decode_decision(decision.to_json()) == decision
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"{not json", "malformed_json"),
+        (b"[" * 100_000, "malformed_json"),
+        (b"\xff\xfe garbage", "invalid_utf8"),
+        (b"[1, 2]", "wrong_type"),
+        (raw(text=5), "wrong_type"),
+        (raw(status=True), "wrong_type"),
+        (raw(fetched_at=float("nan")).replace(b"NaN", b"1e999"), "wrong_type"),
+        (raw(outlinks=["ok", 3]), "wrong_type"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "url"}).encode(), "missing_field"),
+        (raw(schema="neardup.page/2"), "unknown_schema_version"),
+        (raw(schema="other.thing/1"), "unknown_schema"),
+        (raw(schema=None), "missing_schema"),
+        (raw(text="a\u0000b"), "binary_body"),
+        (raw(url="https://a.example/\ud800"), "invalid_unicode"),
+        (raw(outlinks=["https://a.example/\udfff"]), "invalid_unicode"),
+    ],
+)
+def test_bad_pages_have_a_reason(payload: bytes, reason: str) -> None:
+    with pytest.raises(ContractError) as caught:
+        decode_page(payload)
+    assert caught.value.reason == reason
+
+
+def test_too_large_text() -> None:
+    with pytest.raises(ContractError) as caught:
+        decode_page(raw(text="x" * 2000), max_text_bytes=1000)
+    assert caught.value.reason == "too_large"
+
+
+def test_minor_versions_and_extra_fields_are_accepted() -> None:
+    page = decode_page(raw(schema="neardup.page/1.7", brand_new_field=[1, 2]))
+    assert page.url == GOOD["url"] and page.requested_url == GOOD["url"]
