@@ -81,18 +81,9 @@ class Fingerprinter:
 
     def fingerprint_texts(self, texts: Sequence[str]) -> U64Array:
         """Simhashes of plain texts (no title or headings), one kernel call for all of them."""
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        joined = "".join(texts)
-        if joined.isascii():
-            # Fast path: one copy of the whole batch; str length equals byte length.
-            buf = joined.encode("ascii")
-        else:
-            parts = [prepare(text) for text in texts]
-            lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-            buf = b"".join(parts)
-        ends = np.cumsum(lengths)
+        words, starts, ends = kernel.pack([prepare(text) for text in texts])
         docs = np.arange(len(texts), dtype=np.int64)
-        return self._run(buf, ends - lengths, ends, np.ones_like(ends), docs)
+        return self._run(words, starts, ends, np.ones_like(ends), docs)
 
     def fingerprint_many(self, documents: Sequence[Document]) -> U64Array:
         """Simhashes of documents with titles and headings weighted per the config."""
@@ -104,11 +95,10 @@ class Fingerprinter:
                 parts.append(prepare(part))
                 weights.append(weight)
                 owners.append(doc_index)
-        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-        ends = np.cumsum(lengths)
+        words, starts, ends = kernel.pack(parts)
         fingerprints = self._run(
-            b"".join(parts),
-            ends - lengths,
+            words,
+            starts,
             ends,
             np.asarray(weights, dtype=np.int64),
             np.asarray(owners, dtype=np.int64),
@@ -126,7 +116,7 @@ class Fingerprinter:
 
     def _run(
         self,
-        buf: bytes,
+        words: npt.NDArray[np.uint64],
         starts: npt.NDArray[np.int64],
         ends: npt.NDArray[np.int64],
         weights: npt.NDArray[np.int64],
@@ -134,7 +124,7 @@ class Fingerprinter:
         n_docs: int | None = None,
     ) -> U64Array:
         result: U64Array = kernel.simhash_segments(
-            kernel.aligned(buf),
+            words,
             starts,
             ends,
             weights,

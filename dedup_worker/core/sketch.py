@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedup_worker.core import _sketch_kernel as sk
-from dedup_worker.core._simhash_kernel import aligned
+from dedup_worker.core._simhash_kernel import pack
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.text import prepare
 from dedup_worker.errors import ConfigError
@@ -109,9 +109,9 @@ class Sketcher:
 
     def sketch_texts(self, texts: Sequence[str]) -> U8Array:
         """One sketch row per text (uint8 array of shape (len(texts), nbytes))."""
-        buf, starts, ends = _segments([prepare(t) for t in texts])
+        words, starts, ends = pack([prepare(t) for t in texts])
         rows: U8Array = sk.oph_sketch_segments(
-            aligned(buf), starts, ends, self.config.log2_bins, self.config.bits
+            words, starts, ends, self.config.log2_bins, self.config.bits
         )
         return rows
 
@@ -130,9 +130,9 @@ class Sketcher:
                 parts.append(prepare(part))
                 weights.append(weight)
                 owners.append(index)
-        buf, starts, ends = _segments(parts)
+        words, starts, ends = pack(parts)
         fps, rows = sk.fingerprint_sketch_segments(
-            aligned(buf),
+            words,
             starts,
             ends,
             np.asarray(weights, dtype=np.int64),
@@ -154,15 +154,6 @@ def _weighted_parts(doc: Document, config: FeatureConfig) -> list[tuple[str, int
     if config.heading_weight:
         parts.extend((heading, config.heading_weight) for heading in doc.headings)
     return parts
-
-
-def _segments(parts: Sequence[bytes]) -> tuple[bytes, I64Array, I64Array]:
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    ends = np.cumsum(lengths)
-    return b"".join(parts), ends - lengths, ends
-
-
-# ---- verification ------------------------------------------------------------------------
 
 
 def sketch_count(sketch: bytes) -> int:
@@ -283,8 +274,8 @@ class MinHasher:
 
     def signatures(self, texts: Sequence[str]) -> U64Array:
         """(len(texts), permutations) minima; rows of empty texts are all 2**64 - 1."""
-        buf, starts, ends = _segments([prepare(t) for t in texts])
-        out: U64Array = sk.minhash_segments(aligned(buf), starts, ends, self.permutations)
+        words, starts, ends = pack([prepare(t) for t in texts])
+        out: U64Array = sk.minhash_segments(words, starts, ends, self.permutations)
         return out
 
 

@@ -151,3 +151,16 @@ def test_whitespace_fast_path_equals_split_join(text: str) -> None:
     from dedup_worker.core.text import canonical_whitespace
 
     assert canonical_whitespace(text) == " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def test_threads_fingerprinting_at_once_get_the_same_answers() -> None:
+    # Each thread packs batches into its own reused buffer; none may see another's bytes.
+    from concurrent.futures import ThreadPoolExecutor
+
+    fingerprinter = Fingerprinter(FeatureConfig(shingle=2))
+    batches = [[f"doc {b} {i} " + "word " * (i % 50) for i in range(200)] for b in range(8)]
+    expected = [fingerprinter.fingerprint_texts(batch).tolist() for batch in batches]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda b: fingerprinter.fingerprint_texts(b).tolist(), batches))
+            assert got == expected
