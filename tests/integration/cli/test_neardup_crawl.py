@@ -27,6 +27,21 @@ def site() -> Iterator[SiteServer]:
         yield server
 
 
+SUPPRESSED = ("near_duplicate", "exact_duplicate")
+
+
+def _final(path: Path) -> dict[str, dict[str, object]]:
+    """Each page's final decision: a correction is final even if it arrived first."""
+    final: dict[str, dict[str, object]] = {}
+    for line in path.read_text().splitlines():
+        decision = json.loads(line)
+        held = final.get(decision["url"])
+        if held is not None and held["corrects"] and not decision["corrects"]:
+            continue
+        final[decision["url"]] = decision
+    return final
+
+
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     env["SCRAPY_SETTINGS_MODULE"] = "crawler.settings"
@@ -69,13 +84,17 @@ def test_crawl_on_the_embedded_default(site: SiteServer, tmp_path: Path) -> None
     assert len(seen) >= 4, f"expected broker, redis, workers and spider, saw {len(seen)}"
     _, alive = psutil.wait_procs(list(seen), timeout=5)
     assert not alive, [p.pid for p in alive]
-    decisions = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
-    verdicts = {d["url"]: d["verdict"] for d in decisions}
+    final = _final(tmp_path / "d.jsonl")
+    verdicts = {url: d["verdict"] for url, d in final.items()}
     assert "near_duplicate" in verdicts.values() and "unique" in verdicts.values()
-    planted = {d["url"]: d["original"] for d in truth["duplicates"] if d["url"] in verdicts}
-    assert planted, "the crawl reached planted duplicates"
-    for url in planted:
-        assert verdicts[url] in ("near_duplicate", "exact_duplicate"), url
+    pairs = [(d["url"], d["original"]) for d in truth["duplicates"]]
+    decided = [(a, b) for a, b in pairs if a in final and b in final]
+    assert decided, "the crawl reached planted duplicate pairs"
+    for a, b in decided:
+        # Whichever of the two was fetched first is kept; the other points to it.
+        suppressed = [final[u] for u in (a, b) if final[u]["verdict"] in SUPPRESSED]
+        assert len(suppressed) == 1, (a, b, verdicts[a], verdicts[b])
+        assert suppressed[0]["duplicate_of"] in (a, b)
     assert "neardup crawl finished" in output and "outlinks suppressed" in output
 
 
@@ -91,3 +110,44 @@ def test_ctrl_c_stops_every_process(site: SiteServer, tmp_path: Path) -> None:
     assert proc.returncode != 0
     _, alive = psutil.wait_procs(list(seen), timeout=10)
     assert not alive, [(p.pid, p.name()) for p in alive]
+
+
+def test_crawl_uses_the_services_named_by_the_environment(
+    site: SiteServer, tmp_path: Path, kafka_broker: object, redis_server: object
+) -> None:
+    truth = manifest(site)
+    env = _clean_env()
+    env["NEARDUP_KAFKA_BOOTSTRAP"] = kafka_broker.bootstrap  # type: ignore[attr-defined]
+    env["NEARDUP_REDIS_URL"] = redis_server.url  # type: ignore[attr-defined]
+    env["NEARDUP_CRAWL_ID"] = f"external-{time.time_ns()}"
+    exe = shutil.which("neardup")
+    assert exe
+    proc = subprocess.Popen(
+        [exe, "crawl", truth["seeds"]["main"], "--workers", "1", "--max-pages", "5",
+         "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "d.jsonl")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen: set[psutil.Process] = set()
+    _watch(proc, seen, time.monotonic() + 180)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output[-3000:]
+    names = {p.name() for p in seen if p.is_running()} | {
+        " ".join(p.cmdline()) for p in seen if p.is_running()
+    }
+    started = " ".join(sorted(names))
+    assert "tansu" not in started and "redis-server" not in started, started
+    assert not (tmp_path / "state" / "stack").exists(), "no embedded stack when services are set"
+    assert (tmp_path / "d.jsonl").read_text().strip(), "decisions were recorded"
+
+
+def test_only_one_service_variable_is_a_clear_error(tmp_path: Path) -> None:
+    env = _clean_env()
+    env["NEARDUP_KAFKA_BOOTSTRAP"] = "127.0.0.1:1"
+    exe = shutil.which("neardup")
+    assert exe
+    out = subprocess.run(
+        [exe, "crawl", "http://127.0.0.2/", "--state-dir", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "set both NEARDUP_KAFKA_BOOTSTRAP and NEARDUP_REDIS_URL" in out.stderr
