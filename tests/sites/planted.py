@@ -148,6 +148,17 @@ def _families(site: Site) -> None:
     _exact(site)
 
 
+def _link_from_original(
+    site: Site, original: tuple[str, str], variant: tuple[str, str], label: str
+) -> None:
+    """Make the variant reachable only through its original's page, so a crawl always fetches
+    (and decides) the original first: earliest-wins then keeps the original. (A variant linked
+    from another page could finish downloading first, and would then rightly be the keeper.)
+    The variant carries the same anchor text, so the two texts differ only where planted."""
+    site.pages[original].links.append(Link(*variant, label))
+    site.pages[variant].links.append(Link(*variant, label))
+
+
 def _mirror(site: Site) -> None:
     chapters = [Link("main", f"/guide/chapter-{i}", f"Chapter {i}") for i in (1, 2)]
     # Seed chosen so the mirror lands within k=3 (simhash variance: see test_site.py).
@@ -208,8 +219,7 @@ def _timestamp(site: Site) -> None:
         )
     )
     site.add(article(402, history + "?refresh=1", []))
-    # Linked from article 2 (depth 1), so the variant is at depth 2.
-    site.pages[("main", "/articles/2")].links.append(Link("main", variant, "Live status"))
+    _link_from_original(site, ("main", "/status"), ("main", variant), "Live status")
     only = (("main", history + "?refresh=1"),)
     site.families.append(Family("timestamp", ("main", "/status"), ("main", variant), only))
 
@@ -234,7 +244,7 @@ def _counter(site: Site) -> None:
         )
     )
     site.add(article(502, comments + "?from=related", []))
-    site.pages[("main", "/articles/4")].links.append(Link("main", variant, "Related reading"))
+    _link_from_original(site, ("main", "/articles/5"), ("main", variant), "Related reading")
     only = (("main", comments + "?from=related"),)
     site.families.append(Family("counter", ("main", "/articles/5"), ("main", variant), only))
 
@@ -256,7 +266,7 @@ def _ad(site: Site) -> None:
         )
     )
     site.add(article(602, gallery + "?ad=2", []))
-    site.pages[("main", "/articles/8")].links.append(Link("main", variant, "Photo story"))
+    _link_from_original(site, ("main", "/articles/6"), ("main", variant), "Photo story")
     only = (("main", gallery + "?ad=2"),)
     site.families.append(Family("ad", ("main", "/articles/6"), ("main", variant), only))
 
@@ -274,7 +284,7 @@ def _exact(site: Site) -> None:
         )
     )
     site.add(article(701, "/archive/2023/", []))
-    site.pages[("main", "/articles/1")].links.append(Link("main", copy, "From the archive"))
+    _link_from_original(site, ("main", "/articles/7"), ("main", copy), "From the archive")
     only = (("main", "/archive/2023/"),)
     site.families.append(
         Family("exact", ("main", "/articles/7"), ("main", copy), only, "exact_duplicate")
@@ -311,8 +321,7 @@ def _shop(site: Site) -> None:
         )
     )
     site.add(article(821, f"/shop/item-4/reviews?sessid={SESSION}", []))
-    # Linked from item 5 (depth 2): the variant is at depth 3, after item 4 (depth 2).
-    site.pages[("main", "/shop/item-5")].links.append(Link("main", variant, "Also bought"))
+    _link_from_original(site, ("main", "/shop/item-4"), ("main", variant), "Also bought")
     only = (("main", f"/shop/item-4/reviews?sessid={SESSION}"),)
     site.families.append(Family("session", ("main", "/shop/item-4"), ("main", variant), only))
 
