@@ -30,6 +30,10 @@ from dedup_worker.worker.service import Backoff, Worker
 
 logger = logging.getLogger(__name__)
 
+#: Shards per index table and of the record store on Redis Cluster (16 and 64: even spread).
+INDEX_CLUSTER_SHARD_BITS = 4
+DOCS_CLUSTER_SHARD_BITS = 6
+
 T = TypeVar("T")
 
 #: Fields of a log record that are not structured extras.
@@ -111,6 +115,12 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
 
     client = connect(config.redis_url, cluster=config.redis_cluster)
     ttl = config.ttl_seconds or None
+    # Shards spread a namespace over a cluster's nodes, at one script call per shard and batch
+    # step. One Redis gains nothing from them, so it gets one shard per table: a batch step is
+    # then one call (the layout is fixed when a namespace is created; see the README).
+    index_shards, docs_shards = (
+        (INDEX_CLUSTER_SHARD_BITS, DOCS_CLUSTER_SHARD_BITS) if (config.redis_cluster) else (0, 0)
+    )
     index = RedisIndex(
         client,
         chosen.design(),
@@ -118,10 +128,13 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
         namespace=config.index_namespace,
         expected_n=config.expected_pages,
         ttl=ttl,
+        shard_bits=index_shards,
     )
     # Records hold fingerprints: a new fingerprint version must not compare against old ones.
     docs_namespace = f"{config.index_namespace}.{version_tag}"
-    docs = RedisDocStore(client, docs_namespace, ttl, expected_n=config.expected_pages)
+    docs = RedisDocStore(
+        client, docs_namespace, ttl, expected_n=config.expected_pages, shard_bits=docs_shards
+    )
     return index, docs
 
 
@@ -176,7 +189,6 @@ def configure_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
 
 
 if __name__ == "__main__":
