@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from _corpus import documents
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import NewTopic
 
 from neardup.stack import KafkaBroker, RedisServer
@@ -109,32 +110,57 @@ def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str
     return subprocess.Popen([str(binary)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
-def decision_reader(broker: KafkaBroker, topic: str) -> Any:
-    consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        fetch_max_wait_ms=5,
-        fetch_max_bytes=64 << 20,
+def decision_reader(broker: KafkaBroker, topic: str) -> Consumer:
+    """A light reader of the decisions (librdkafka), so this script takes little CPU."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"{topic}-bench-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 5,
+        }
     )
-    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     return consumer
+
+
+def read_some(reader: Consumer, timeout_s: float) -> list[Any]:
+    """The decisions there are, as soon as there is one (``consume(n, t)`` alone would wait
+    for ``n`` messages or the whole ``t``, which adds up to ``t`` to every latency)."""
+    first = reader.poll(timeout_s)
+    if first is None:
+        return []
+    return [m for m in [first, *reader.consume(10_000, 0)] if m.error() is None]
+
+
+def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": linger_ms,
+            "partitioner": "murmur2_random",
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 4 << 20,
+        }
+    )
 
 
 def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> float:
     pages, decisions = create_topics(broker, "throughput")
     bodies = page_bodies(args.count)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20, batch_size=1 << 20)
+    producer = _producer(broker, linger_ms=20)
     for i, body in enumerate(bodies):
-        producer.send(pages, key=key_of(i), value=stamp(body, 1_000_000 + i / 1000))
+        producer.produce(pages, stamp(body, 1_000_000 + i / 1000), key_of(i))
+        producer.poll(0)
     producer.flush()
-    producer.close()
     reader = decision_reader(broker, decisions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "throughput.log")
     seen, first, last = 0, 0.0, 0.0
     try:
         while seen < args.count:
-            for batch in reader.poll(200, max_records=10_000).values():
+            batch = read_some(reader, 0.2)
+            if batch:
                 now = time.perf_counter()
                 if not seen:
                     first, first_count = now, len(batch)
@@ -163,10 +189,10 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
         )
         sender.start()
         while seen < total:
-            for batch in reader.poll(100, max_records=10_000).values():
-                now = time.time()
-                seen += len(batch)
-                delays.extend(now - at for at in map(_fetched_at, batch) if at >= WARM_UNTIL[0])
+            batch = read_some(reader, 0.1)
+            now = time.time()
+            seen += len(batch)
+            delays.extend(now - at for at in map(_fetched_at, batch) if at >= WARM_UNTIL[0])
         sender.join()
     finally:
         worker.terminate()
@@ -182,13 +208,13 @@ _FETCHED_AT = re.compile(rb'"fetched_at":([0-9.e+]+)')
 
 def _fetched_at(record: Any) -> float:
     """The decision's fetched_at, without parsing the whole decision (this process is busy)."""
-    match = _FETCHED_AT.search(record.value)
+    match = _FETCHED_AT.search(record.value())
     return float(match.group(1)) if match else 0.0
 
 
 def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warmup: int) -> None:
     """Send at ``rate`` pages/s in 10 ms ticks, stamping each page with its send time."""
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    producer = _producer(broker, linger_ms=0)
     per_tick = max(1, rate // 100)
     warm = rate * warmup
     start = time.perf_counter()
@@ -196,12 +222,12 @@ def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warm
         if lo >= warm and WARM_UNTIL[0] == float("inf"):
             WARM_UNTIL[0] = time.time()
         for i in range(lo, min(lo + per_tick, len(bodies))):
-            producer.send(topic, key=key_of(i), value=stamp(bodies[i], time.time()))
-        producer.flush()
+            producer.produce(topic, stamp(bodies[i], time.time()), key_of(i))
+        producer.poll(0)
         pause = start + (tick + 1) / 100 - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
-    producer.close()
+    producer.flush()
 
 
 def _wait_for_assignment(log: Path, timeout: float = 60) -> None:
@@ -231,6 +257,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--keep-logs", type=Path, help="copy the worker logs here")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} cpus")
     with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "kafka") as broker:
@@ -241,6 +268,10 @@ def main() -> None:
         finally:
             if redis:
                 redis.close()
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(tmp).glob("*.log"):
+                    shutil.copy(log, args.keep_logs / log.name)
     print(f"load average after: {os.getloadavg()}")
 
 

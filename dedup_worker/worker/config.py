@@ -223,7 +223,11 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("verify", _boolean, "verify candidates by sketch resemblance (off: simhash only)"),
     _Option("verify_threshold", _number(0, 1), "resemblance a verified near-duplicate needs"),
     _Option("batch_max_records", _integer(1, 100_000), "most pages per batch"),
-    _Option("batch_max_wait_ms", _integer(0, 60_000), "longest wait to fill a batch"),
+    _Option(
+        "batch_max_wait_ms",
+        _integer(0, 60_000),
+        "longest wait for a batch's first page (a batch takes the pages already fetched)",
+    ),
     _Option("transactional", _choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
     _Option("create_topics", _boolean, "create missing topics at start-up"),
     _Option("partitions", _integer(1, 10_000), "partitions of topics created at start-up"),

@@ -1,93 +1,89 @@
-"""Thin kafka-python adapters for the worker: the pages consumer, the decisions producer, topics.
+"""Thin confluent-kafka adapters for the worker: the pages consumer, the decisions producer, topics.
 
-kafka-python errors are translated here, at the boundary, into ``NeardupError`` subclasses:
+Why librdkafka (confluent-kafka) and not kafka-python here: kafka-python builds and parses every
+record in pure Python, about 100 us of the worker's one core per page; librdkafka does it in C on
+its own threads, which is what lets one worker process reach its 10k pages/s target. The crawler
+keeps kafka-python (it publishes ~200 pages/s per process); both speak the same wire protocol and
+partition keys the same way (murmur2, as the Java client).
 
-- ``BackendUnavailable``: the broker cannot be reached or answered "not now" (retriable);
-  the worker rewinds the batch and retries it after a backoff.
-- ``OwnershipLost``: the group moved our partitions (commit refused after a rebalance); the
-  batch's pages are redelivered to their new owner, so the worker just drops the batch.
-- ``BrokerError``: anything retrying will not fix (fenced producer, bad topic, no permission).
+Errors are translated at this boundary (``kafka_errors``): see :mod:`kafka_errors`.
+librdkafka's own log lines go to this module's logger (child ``librdkafka``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import kafka.errors as kerr
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.partitioner.default import DefaultPartitioner, murmur2
-from kafka.structs import OffsetAndMetadata
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from dedup_worker.errors import BackendUnavailable, NeardupError
 from dedup_worker.worker.config import WorkerConfig
+from dedup_worker.worker.kafka_errors import (
+    BrokerError,
+    OwnershipLost,
+    kafka_errors,
+    translate_error,
+)
 
 logger = logging.getLogger(__name__)
+_client_logger = logger.getChild("librdkafka")
 
-Offsets = dict[TopicPartition, OffsetAndMetadata]
+__all__ = [
+    "BrokerError",
+    "DecisionProducer",
+    "Offsets",
+    "OwnershipLost",
+    "PageConsumer",
+    "Partition",
+    "Record",
+    "ensure_topics",
+    "first_offsets",
+    "next_offsets",
+    "offsets_text",
+]
 
-
-class Record(Protocol):
-    """What the worker reads of a kafka-python ``ConsumerRecord``."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-
+#: (topic, partition)
+Partition = tuple[str, int]
+#: The offset to commit (one past the last record done) per partition.
+Offsets = dict[Partition, int]
 
 #: Tansu joins a group in ~3 s with these (its defaults make a join take ~25 s); also fine for
 #: Apache Kafka.
-GROUP_TIMEOUTS: dict[str, int] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-_OWNERSHIP = (
-    kerr.CommitFailedError,
-    kerr.IllegalGenerationError,
-    kerr.UnknownMemberIdError,
-    kerr.RebalanceInProgressError,
-)
+GROUP_TIMEOUTS: dict[str, int] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+#: Longest wait for one transactional step or a metadata request before giving up (retried).
+REQUEST_TIMEOUT_S = 30.0
 
 
-class BrokerError(NeardupError):
-    """Kafka refused in a way retrying will not fix; the message says what happened."""
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One consumed record (librdkafka's ``Message`` copied out of the client)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
 
 
-class OwnershipLost(NeardupError):
-    """A rebalance moved the batch's partitions; their new owner processes the batch again."""
+def _common(config: WorkerConfig) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": config.kafka_bootstrap,
+        "client.id": f"dedup-worker-{config.worker_id}",
+        "logger": _client_logger,
+        "error_cb": _log_client_error,
+    }
 
 
-def translate(exc: Exception, what: str) -> NeardupError:
-    """The NeardupError for a kafka-python error raised while doing ``what``."""
-    if isinstance(exc, _OWNERSHIP):
-        return OwnershipLost(f"{what}: partitions moved to another worker ({exc})")
-    if isinstance(exc, kerr.KafkaError) and exc.retriable:
-        return BackendUnavailable(f"{what}: Kafka unavailable ({exc})")
-    if isinstance(exc, kerr.ProducerFencedError):
-        return BrokerError(
-            f"{what}: another producer with this transactional id is active "
-            "(do two workers share one NEARDUP_WORKER_ID?)"
-        )
-    return BrokerError(f"{what}: {type(exc).__name__}: {exc}")
-
-
-@contextmanager
-def kafka_errors(what: str) -> Iterator[None]:
-    """Re-raise kafka-python errors as NeardupErrors."""
-    try:
-        yield
-    except kerr.KafkaError as exc:
-        raise translate(exc, what) from exc
+def _log_client_error(error: KafkaError) -> None:
+    """librdkafka reports connection trouble here and retries by itself; the worker's calls
+    fail with a translated error if it lasts."""
+    log = logger.error if error.fatal() else logger.warning
+    log("kafka client: %s: %s", error.name(), error.str())
 
 
 # ---- topics ------------------------------------------------------------------------------------
@@ -96,40 +92,25 @@ def kafka_errors(what: str) -> Iterator[None]:
 def ensure_topics(config: WorkerConfig) -> list[str]:
     """Create the worker's missing topics; returns the ones created."""
     topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
-    with kafka_errors("creating topics"):
-        admin = KafkaAdminClient(bootstrap_servers=config.kafka_bootstrap)
+    admin = AdminClient(_common(config))
+    with kafka_errors("listing topics"):
+        existing = set(admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics)
+    missing = [t for t in topics if t not in existing]
+    if not missing:
+        return []
+    new = [NewTopic(t, config.partitions, config.replication) for t in missing]
+    for topic, future in admin.create_topics(new, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            missing = [t for t in topics if t not in set(admin.list_topics())]
-            for topic in missing:
-                _create_topic(admin, topic, config.partitions, config.replication)
-        finally:
-            admin.close()
-    if missing:
-        logger.info("created topics %s (%d partitions)", missing, config.partitions)
+            future.result()
+        except KafkaException as exc:
+            # Another worker may create it between our listing and our request.
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise translate_error(exc.args[0], f"creating topic {topic}") from exc
+    logger.info("created topics %s (%d partitions)", missing, config.partitions)
     return missing
 
 
-def _create_topic(admin: Any, topic: str, partitions: int, replication: int) -> None:
-    # Another worker may create it between our listing and our request.
-    with contextlib.suppress(kerr.TopicAlreadyExistsError):
-        admin.create_topics([NewTopic(topic, partitions, replication)])
-
-
 # ---- the pages consumer -------------------------------------------------------------------------
-
-
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Logs assignments; the worker commits every batch before it polls, so revocation has
-    nothing pending to commit (see the service's commit order)."""
-
-    def __init__(self, on_change: Callable[[str, list[TopicPartition]], None]) -> None:
-        self._on_change = on_change
-
-    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        self._on_change("revoked", sorted(revoked))
-
-    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        self._on_change("assigned", sorted(assigned))
 
 
 class PageConsumer:
@@ -138,126 +119,152 @@ class PageConsumer:
     def __init__(
         self,
         config: WorkerConfig,
-        on_rebalance: Callable[[str, list[TopicPartition]], None] | None = None,
+        on_rebalance: Callable[[str, list[Partition]], None] | None = None,
     ) -> None:
         self.topic = config.pages_topic
-        with kafka_errors("connecting the pages consumer"):
-            self._consumer = KafkaConsumer(
-                bootstrap_servers=config.kafka_bootstrap,
-                group_id=config.group_id,
-                client_id=f"dedup-worker-{config.worker_id}",
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-                max_partition_fetch_bytes=8 * 1024 * 1024,
+        self._on_rebalance = on_rebalance or _log_change
+        fetch_max = max(52_428_800, config.max_message_bytes)
+        self._consumer = Consumer(
+            {
+                **_common(config),
+                "group.id": config.group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "fetch.max.bytes": fetch_max,
+                "receive.message.max.bytes": min(2_147_483_647, fetch_max + (1 << 20)),
                 # The broker answers a fetch at once when data is there; an idle fetch must not
                 # outlast the batch wait, or a page arriving just after it waits that long.
-                fetch_max_wait_ms=max(5, min(500, config.batch_max_wait_ms)),
+                "fetch.wait.max.ms": max(5, min(500, config.batch_max_wait_ms)),
                 **GROUP_TIMEOUTS,
+            }
+        )
+        with kafka_errors("subscribing to pages"):
+            self._consumer.subscribe(
+                [self.topic], on_assign=self._assigned, on_revoke=self._revoked
             )
-            self._consumer.subscribe([self.topic], listener=_Listener(on_rebalance or _log_change))
+
+    def _assigned(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
+
+    def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
 
     def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:
-        """Up to ``max_records`` records, waiting at most ``max_wait_ms`` to fill the batch.
+        """Up to ``max_records`` of the records already fetched; when there are none, waits up
+        to ``max_wait_ms`` for the first one. Records keep their per-partition order.
 
-        Returns as soon as the batch is full; records keep their per-partition order.
+        Taking what is there instead of waiting to fill the batch ("smart batching") lets the
+        batch size follow the load: pages that arrive while a batch is being decided make up
+        the next one, so a page waits about one batch, never a fixed linger on top.
         """
-        deadline = time.monotonic() + max_wait_ms / 1000
-        records: list[Record] = []
-        while len(records) < max_records:
-            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            with kafka_errors("polling pages"):
-                polled = self._consumer.poll(left_ms, max_records=max_records - len(records))
-            for partition_records in polled.values():
-                records.extend(partition_records)
-            if left_ms == 0 or not polled:
-                break
+        with kafka_errors("polling pages"):
+            first = self._consumer.poll(max_wait_ms / 1000)
+            if first is None:
+                return []
+            rest = self._consumer.consume(max_records - 1, 0) if max_records > 1 else []
+            messages = [first, *rest]
+        records = [_record(m) for m in messages if not self._failed(m)]
         return self._still_assigned(records)
+
+    @staticmethod
+    def _failed(message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return False
+        if error.fatal():
+            raise translate_error(error, "polling pages")
+        logger.warning("consumer: %s: %s", error.name(), error.str())
+        return True
 
     def _still_assigned(self, records: list[Record]) -> list[Record]:
         """Drop records of partitions a rebalance (inside a later poll) took away: their new
         owner starts from the committed offset and processes them."""
         if not records:
             return records
-        assigned = self._consumer.assignment()
-        kept = [r for r in records if TopicPartition(r.topic, r.partition) in assigned]
+        assigned = self._assignment()
+        kept = [r for r in records if (r.topic, r.partition) in assigned]
         if len(kept) < len(records):
             logger.info("dropped %d polled records of revoked partitions", len(records) - len(kept))
         return kept
 
+    def _assignment(self) -> set[Partition]:
+        with kafka_errors("reading the assignment"):
+            return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
     def rewind(self, records: Sequence[Record]) -> None:
         """Seek each still-assigned partition back to the batch's first offset in it."""
-        assigned = self._consumer.assignment()
-        for tp, offset in first_offsets(records).items():
-            if tp in assigned:
-                self._consumer.seek(tp, offset)
+        assigned = self._assignment()
+        for (topic, partition), offset in first_offsets(records).items():
+            if (topic, partition) in assigned:
+                with kafka_errors("rewinding"):
+                    self._consumer.seek(TopicPartition(topic, partition, offset))
 
     def commit(self, offsets: Offsets) -> None:
         """Commit synchronously (used when transactions are off)."""
         with kafka_errors("committing offsets"):
-            self._consumer.commit(offsets)
+            done = self._consumer.commit(offsets=_partitions(offsets), asynchronous=False)
+        for tp in done or ():
+            if tp.error is not None:
+                raise translate_error(tp.error, "committing offsets")
 
     def group_metadata(self) -> Any:
-        return self._consumer.group_metadata()
+        return self._consumer.consumer_group_metadata()
 
-    def lag(self) -> dict[TopicPartition, int]:
+    def lag(self) -> dict[Partition, int]:
         """Records not yet consumed per assigned partition (end offset minus position)."""
         with kafka_errors("reading end offsets"):
-            assigned = list(self._consumer.assignment())
-            ends = self._consumer.end_offsets(assigned) if assigned else {}
-            return {tp: max(0, ends[tp] - self._consumer.position(tp)) for tp in ends}
+            assigned = self._consumer.assignment()
+            positions = self._consumer.position(assigned) if assigned else []
+            lag: dict[Partition, int] = {}
+            for tp in positions:
+                low, high = self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+                position = tp.offset if tp.offset >= 0 else low
+                lag[(tp.topic, tp.partition)] = max(0, high - position)
+            return lag
 
     def close(self) -> None:
         """Leave the group (its partitions move at once) without committing anything more."""
         with kafka_errors("closing the pages consumer"):
-            self._consumer.close(autocommit=False)
+            self._consumer.close()
 
 
-def first_offsets(records: Sequence[Record]) -> dict[TopicPartition, int]:
+def _record(message: Message) -> Record:
+    return Record(
+        message.topic() or "",
+        message.partition() or 0,
+        message.offset() or 0,
+        message.key(),
+        message.value(),
+    )
+
+
+def _partitions(offsets: Offsets) -> list[TopicPartition]:
+    return [TopicPartition(topic, part, offset) for (topic, part), offset in offsets.items()]
+
+
+def first_offsets(records: Sequence[Record]) -> Offsets:
     """The lowest offset per partition of a batch: where to rewind to."""
-    firsts: dict[TopicPartition, int] = {}
+    firsts: Offsets = {}
     for record in records:
-        tp = TopicPartition(record.topic, record.partition)
+        tp = (record.topic, record.partition)
         firsts[tp] = min(firsts.get(tp, record.offset), record.offset)
     return firsts
 
 
 def next_offsets(records: Sequence[Record]) -> Offsets:
     """The offsets to commit after a batch: one past its last record per partition."""
-    ends: dict[TopicPartition, int] = {}
+    ends: Offsets = {}
     for record in records:
-        tp = TopicPartition(record.topic, record.partition)
+        tp = (record.topic, record.partition)
         ends[tp] = max(ends.get(tp, -1), record.offset + 1)
-    return {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in ends.items()}
+    return ends
 
 
-def _log_change(change: str, partitions: list[TopicPartition]) -> None:
-    logger.info("partitions %s: %s", change, [f"{tp.topic}[{tp.partition}]" for tp in partitions])
-
-
-class HostPartitioner(DefaultPartitioner):  # type: ignore[misc]
-    """Kafka's default partitioning (murmur2 of the key, as the Java client), with each key's
-    hash remembered: decisions repeat hosts, and kafka-python's murmur2 is pure Python
-    (~20 us a call, half the cost of a send)."""
-
-    MAX_KEYS = 200_000
-
-    def __init__(self) -> None:
-        self._hashes: dict[bytes, int] = {}
-
-    def partition(
-        self, topic: str, key: Any, serialized_key: Any, value: Any, serialized_value: Any,
-        cluster: Any,
-    ) -> int:  # fmt: skip
-        if serialized_key is None:
-            return int(super().partition(topic, key, None, value, serialized_value, cluster))
-        hashed = self._hashes.get(serialized_key)
-        if hashed is None:
-            if len(self._hashes) >= self.MAX_KEYS:
-                self._hashes.clear()
-            hashed = self._hashes[serialized_key] = murmur2(serialized_key) & 0x7FFFFFFF
-        partitions = sorted(cluster.partitions_for_topic(topic))
-        return int(partitions[hashed % len(partitions)])
+def _log_change(change: str, partitions: list[Partition]) -> None:
+    logger.info("partitions %s: %s", change, [f"{t}[{p}]" for t, p in partitions])
 
 
 # ---- the decisions producer ---------------------------------------------------------------------
@@ -268,15 +275,18 @@ class DecisionProducer:
 
     ``transactional`` is decided at start-up: ``on`` requires transactions, ``off`` never uses
     them, ``auto`` tries ``init_transactions`` and falls back to an idempotent producer.
+    Delivery failures are collected by the delivery callback and raised by ``flush``; in a
+    transaction librdkafka also fails ``commit_transaction``.
     """
 
     def __init__(self, config: WorkerConfig) -> None:
         self._config = config
         self.transactional = config.transactional != "off"
+        self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
         self._in_transaction = False
 
-    def _connect(self) -> Any:
+    def _connect(self) -> Producer:
         if not self.transactional:
             return self._new_producer(None)
         try:
@@ -288,61 +298,75 @@ class DecisionProducer:
             self.transactional = False
             return self._new_producer(None)
 
-    def _transactional_producer(self) -> Any:
+    def _transactional_producer(self) -> Producer:
         producer = self._new_producer(self._config.transactional_id)
         with kafka_errors("initialising Kafka transactions"):
-            try:
-                producer.init_transactions()
-            except BaseException:
-                producer.close(timeout=1)
-                raise
+            producer.init_transactions(REQUEST_TIMEOUT_S)
         logger.info("transactional producer %s ready", self._config.transactional_id)
         return producer
 
-    def _new_producer(self, transactional_id: str | None) -> Any:
-        with kafka_errors("connecting the decisions producer"):
-            return KafkaProducer(
-                bootstrap_servers=self._config.kafka_bootstrap,
-                client_id=f"dedup-worker-{self._config.worker_id}",
-                enable_idempotence=True,
-                acks="all",
-                transactional_id=transactional_id,
-                linger_ms=5,
-                batch_size=1 << 20,
-                max_request_size=self._config.max_message_bytes,
-                partitioner=HostPartitioner(),
-                max_block_ms=30_000,
-            )
+    def _new_producer(self, transactional_id: str | None) -> Producer:
+        settings: dict[str, Any] = {
+            **_common(self._config),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+            "batch.size": 1 << 20,
+            "message.max.bytes": min(1_000_000_000, self._config.max_message_bytes),
+            # Kafka's default partitioning (murmur2 of the key, as the Java client and
+            # kafka-python), so a host's decisions land where other clients expect them.
+            "partitioner": "murmur2_random",
+            "on_delivery": self._delivered,
+        }
+        if transactional_id is not None:
+            settings["transactional.id"] = transactional_id
+        return Producer(settings)
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None and self._delivery_error is None:
+            self._delivery_error = error
 
     def warm_up(self, topics: Sequence[str]) -> None:
         """Fetch the topics' metadata now, so the first batch does not wait for it."""
         with kafka_errors("reading topic metadata"):
             for topic in topics:
-                self._producer.partitions_for(topic)
+                self._producer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
 
     def begin(self) -> None:
+        self._delivery_error = None
         if self.transactional:
             with kafka_errors("beginning a transaction"):
                 self._producer.begin_transaction()
             self._in_transaction = True
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> Any:
-        with kafka_errors(f"producing to {topic}"):
-            return self._producer.send(topic, key=key, value=value)
+    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Queue one record; waits (serving delivery reports) while the local queue is full."""
+        while True:
+            try:
+                self._producer.produce(topic, value, key)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+            except KafkaException as exc:
+                raise translate_error(exc.args[0], f"producing to {topic}") from exc
 
     def commit(self, offsets: Offsets, group_metadata: Any) -> None:
         """Transactional: commit the batch's records together with its offsets."""
         with kafka_errors("committing the transaction"):
-            self._producer.send_offsets_to_transaction(offsets, group_metadata)
-            self._producer.commit_transaction()
+            self._producer.send_offsets_to_transaction(
+                _partitions(offsets), group_metadata, REQUEST_TIMEOUT_S
+            )
+            self._producer.commit_transaction(REQUEST_TIMEOUT_S)
         self._in_transaction = False
 
-    def flush(self, futures: Sequence[Any]) -> None:
+    def flush(self) -> None:
         """Non-transactional: wait until every record is acknowledged (or raise)."""
         with kafka_errors("flushing decisions"):
-            self._producer.flush()
-            for future in futures:
-                future.get(timeout=0)
+            left = self._producer.flush(REQUEST_TIMEOUT_S)
+        if self._delivery_error is not None:
+            raise translate_error(self._delivery_error, "delivering decisions")
+        if left:
+            raise BackendUnavailable(f"flushing decisions: {left} records not acknowledged")
 
     def abort(self) -> None:
         """Abort the open transaction. A producer that cannot reach the broker to abort is
@@ -353,20 +377,20 @@ class DecisionProducer:
         self._in_transaction = False
         try:
             with kafka_errors("aborting the transaction"):
-                self._producer.flush(timeout=5)  # kafka-python needs this before an abort
-                self._producer.abort_transaction()
+                self._producer.abort_transaction(REQUEST_TIMEOUT_S)
         except BackendUnavailable as exc:
             logger.warning("abort failed (%s); replacing the producer", exc)
-            self._producer.close(timeout=1)
+            self._producer.flush(1)
             self._producer = self._transactional_producer()
         except NeardupError as exc:
             logger.error("abort failed: %s", exc)
 
     def close(self) -> None:
-        with kafka_errors("closing the decisions producer"):
-            self._producer.close(timeout=10)
+        left = self._producer.flush(10)
+        if left:
+            logger.warning("producer closed with %d records not acknowledged", left)
 
 
-def offsets_text(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> str:
+def offsets_text(offsets: Mapping[Partition, int]) -> str:
     """``pages[0]@120,pages[3]@77``: how logs name a batch's committed offsets."""
-    return ",".join(f"{tp.topic}[{tp.partition}]@{meta.offset}" for tp, meta in offsets.items())
+    return ",".join(f"{topic}[{part}]@{offset}" for (topic, part), offset in offsets.items())

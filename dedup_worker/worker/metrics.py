@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
-from kafka import TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from dedup_worker.contract.messages import Decision
@@ -45,6 +44,9 @@ class WorkerMetrics:
         self.retries = self._counter("backend_retries", "batches retried after BackendUnavailable")
         self.probe_seconds = self._histogram("probe_seconds", "one index probe_insert call")
         self.engine_seconds = self._histogram("engine_seconds", "engine.process of one batch")
+        self.commit_seconds = self._histogram(
+            "commit_seconds", "producing one batch's decisions and committing them"
+        )
         self.batch_seconds = self._histogram("batch_seconds", "one batch: decode to commit")
         self.batch_size = Histogram(
             "neardup_worker_batch_records",
@@ -85,9 +87,9 @@ class WorkerMetrics:
             if not decision.corrects and isinstance(candidates, int):
                 self.candidates.observe(candidates)
 
-    def observe_lag(self, lag: Mapping[TopicPartition, int]) -> None:
-        for tp, behind in lag.items():
-            self.lag.labels(tp.topic, str(tp.partition)).set(behind)
+    def observe_lag(self, lag: Mapping[tuple[str, int], int]) -> None:
+        for (topic, partition), behind in lag.items():
+            self.lag.labels(topic, str(partition)).set(behind)
 
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """A sample's current value (0 if absent): for tests and the benchmark."""

@@ -1,0 +1,91 @@
+"""Kafka errors (confluent-kafka / librdkafka) translated into ``NeardupError`` subclasses.
+
+The worker reacts to three kinds of failure, and only these cross the adapter boundary:
+
+- ``BackendUnavailable``: the broker cannot be reached or answered "not now" (retriable);
+  the worker aborts, rewinds the batch and retries it after a backoff.
+- ``OwnershipLost``: the group moved our partitions (commit refused after a rebalance); the
+  batch's pages are redelivered to their new owner, so the worker just drops the batch.
+- ``BrokerError``: anything retrying will not fix (fenced producer, bad topic, no permission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from confluent_kafka import KafkaError, KafkaException
+
+from dedup_worker.errors import BackendUnavailable, NeardupError
+
+
+class BrokerError(NeardupError):
+    """Kafka refused in a way retrying will not fix; the message says what happened."""
+
+
+class OwnershipLost(NeardupError):
+    """A rebalance moved the batch's partitions; their new owner processes the batch again."""
+
+
+_OWNERSHIP = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError._ASSIGNMENT_LOST,
+    }
+)
+_UNAVAILABLE = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+    }
+)
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def translate_error(error: KafkaError, what: str) -> NeardupError:
+    """The NeardupError for a librdkafka error met while doing ``what``."""
+    code = error.code()
+    text = f"{what}: {error.name()}: {error.str()}"
+    if code in _FENCED:
+        return BrokerError(
+            f"{text} (another producer with this transactional id is active: "
+            "do two workers share one NEARDUP_WORKER_ID?)"
+        )
+    if code in _OWNERSHIP:
+        return OwnershipLost(f"{text} (partitions moved to another worker)")
+    if not error.fatal() and (code in _UNAVAILABLE or error.retriable()):
+        return BackendUnavailable(f"{text} (Kafka unavailable)")
+    return BrokerError(text)
+
+
+def translate(exc: KafkaException, what: str) -> NeardupError:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if error is None:
+        return BrokerError(f"{what}: {exc}")
+    return translate_error(error, what)
+
+
+@contextmanager
+def kafka_errors(what: str) -> Iterator[None]:
+    """Re-raise confluent-kafka errors as NeardupErrors."""
+    try:
+        yield
+    except KafkaException as exc:
+        raise translate(exc, what) from exc
