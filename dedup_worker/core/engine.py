@@ -2,7 +2,8 @@
 
 Order of one batch, chosen so that any interleaving of workers ends in the earliest-wins answer:
 
-1. fingerprint every page; its id is its place in the total order (fetch time, URL hash);
+1. ``prepare``: fingerprint every page; its id is its place in the total order (fetch time,
+   URL hash). Pure CPU, no store: a worker prepares the next batch while this one waits;
 2. ``docs.latest`` finds earlier fetches of the same URLs (revisits);
 3. ``docs.claim`` writes every page's record as *pending* before the index sees the page, so
    any index entry another worker finds has a record;
@@ -37,7 +38,7 @@ from dedup_worker.core.sketch import (
     Sketcher,
     verify,
 )
-from dedup_worker.core.text import content_checksum
+from dedup_worker.core.text import content_checksums
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,18 @@ class EngineSettings:
     novelty_weight: float = 0.7
     #: Depth at which the depth factor of the priority halves.
     depth_halflife: float = 4.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A batch after ``DedupEngine.prepare``: its pages and, per page, the fingerprint, sketch,
+    content checksum and page id (its place in the total order)."""
+
+    pages: tuple[Page, ...]
+    fingerprints: list[int]
+    sketches: list[bytes]
+    checksums: list[str]
+    ids: list[int]
 
 
 @dataclass
@@ -83,6 +96,13 @@ class _Outcome:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
+def _checksums(pages: Sequence[Page]) -> list[str]:
+    """Each page's checksum: the one it came with, else computed (all in one pass)."""
+    missing = [i for i, p in enumerate(pages) if not p.checksum]
+    computed = dict(zip(missing, content_checksums([pages[i].text for i in missing]), strict=True))
+    return [p.checksum or computed[i] for i, p in enumerate(pages)]
+
+
 class DedupEngine:
     """Decides one batch of pages at a time against a shared index and record store."""
 
@@ -103,9 +123,35 @@ class DedupEngine:
 
     def process(self, pages: Sequence[Page]) -> list[Decision]:
         """One decision per page (input order), then corrections of earlier-published pages."""
-        if not pages:
+        return self.decide(self.prepare(pages))
+
+    def prepare(self, pages: Sequence[Page]) -> Prepared:
+        """The CPU part of a batch (fingerprints, sketches, checksums, ids), without the stores.
+
+        Thread-safe: a worker prepares its next batch while this one waits on Redis.
+        """
+        documents = [Document(p.text, p.title) for p in pages]
+        fps, sketches = self._fingerprints(documents)
+        return Prepared(
+            tuple(pages),
+            fps,
+            sketches,
+            _checksums(pages),
+            [page_id(p.url, p.fetched_at) for p in pages],
+        )
+
+    def decide(self, prepared: Prepared) -> list[Decision]:
+        """``process`` after ``prepare``: every store step; safe to call again after a failure."""
+        if not prepared.pages:
             return []
-        items = self._prepare(pages)
+        items = [
+            _Item(page, ident, fp, checksum, sketch)
+            for page, fp, sketch, checksum, ident in zip(
+                prepared.pages, prepared.fingerprints, prepared.sketches,
+                prepared.checksums, prepared.ids, strict=True,
+            )
+        ]  # fmt: skip
+        self._revisits(items)
         records = self._claim(items)
         self._probe(items)
         known = self.docs.get({m for item in items for m, _ in item.matches})
@@ -122,17 +168,11 @@ class DedupEngine:
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def _prepare(self, pages: Sequence[Page]) -> list[_Item]:
-        documents = [Document(p.text, p.title) for p in pages]
-        fps, sketches = self._fingerprints(documents)
-        items = [
-            _Item(p, page_id(p.url, p.fetched_at), fp, p.checksum or content_checksum(p.text), sk)
-            for p, fp, sk in zip(pages, fps, sketches, strict=True)
-        ]
+    def _revisits(self, items: list[_Item]) -> None:
+        """Each page's previous fetch of its URL (stored, or earlier in this very batch)."""
         latest = self.docs.latest({item.page.url for item in items})
         in_batch: dict[str, DocRecord] = {}
         for item in sorted(items, key=lambda i: i.id):
-            # The previous fetch of this URL: in the store, or earlier in this very batch.
             stored = latest.get(item.page.url)
             candidates = [r for r in (stored, in_batch.get(item.page.url)) if r is not None]
             earlier = [r for r in candidates if r.id < item.id]
@@ -143,7 +183,6 @@ class DedupEngine:
                     item.fingerprint, item.sketch, previous
                 )
             in_batch[item.page.url] = self._record(item)
-        return items
 
     @staticmethod
     def _record(item: _Item) -> DocRecord:

@@ -123,6 +123,9 @@ class PageConsumer:
     ) -> None:
         self.topic = config.pages_topic
         self._on_rebalance = on_rebalance or _log_change
+        #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
+        #: a batch's partitions may have moved between its poll and its commit.
+        self.rebalances = 0
         fetch_max = max(52_428_800, config.max_message_bytes)
         self._consumer = Consumer(
             {
@@ -147,9 +150,11 @@ class PageConsumer:
             )
 
     def _assigned(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.rebalances += 1
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.rebalances += 1
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
 
     def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:

@@ -5,30 +5,39 @@ The commit order (the one and only; every step finishes before the next starts):
 1. poll a batch: up to ``batch_max_records`` of the pages already fetched, waiting at most
    ``batch_max_wait_ms`` for the first one (so the batch size follows the load);
 2. decode each record with ``decode_page``; a ``ContractError`` makes a ``DeadLetter`` (reason,
-   detail, original key and value) and processing carries on with the next record;
-3. ``engine.process(pages)``: the index and page records in Redis are updated here; replaying
-   a batch is safe (same decisions, no second index entry), which is what makes 5-6 safe.
-   The decisions are encoded here too. If this fails with anything but a ``NeardupError``,
-   the batch is redone page by page and the pages that fail become ``processing_failed``
-   dead letters (bad input that passed the contract must not crash-loop the worker);
+   detail, original key and value) and processing carries on with the next record; then
+   ``engine.prepare`` (fingerprints, checksums: CPU only, nothing stored);
+3. ``engine.decide``: the index and page records in Redis are updated here; replaying a batch
+   is safe (same decisions, no second index entry), which is what makes 5-6 safe. The
+   decisions are encoded here too. If this fails with anything but a ``NeardupError``, the
+   batch is redone page by page and the pages that fail become ``processing_failed`` dead
+   letters (bad input that passed the contract must not crash-loop the worker);
 4. begin a transaction (transactional mode), produce every decision (key = host) to the
    decisions topic and every dead letter (key = the original key) to the DLQ topic;
 5. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
    offsets commit together; otherwise ``flush`` (every record acknowledged), then commit the
    offsets synchronously (at-least-once: a crash between the two replays the batch, and the
    replay yields the same decisions);
-6. only then poll again.
+6. then the next batch.
+
+Prefetch: when a batch comes full (a backlog), steps 1-2 of the next batch run in a helper
+thread during step 3 of this one, whose Redis waits release the GIL. The prefetch finishes
+before step 4, so the consumer is never used by two threads at once, and the next batch is
+neither decided nor committed before this one is. A prefetched batch that is not processed
+(failure, stop) is never committed: it is rewound or redelivered like the current one.
 
 Failures: ``BackendUnavailable`` (Redis or Kafka unreachable) anywhere in 3-5 aborts the open
-transaction, commits nothing, seeks the consumer back to the batch's first offsets and sleeps
-an exponential, capped backoff before polling (the same records) again; the consumer keeps
-polling between attempts, so it stays in its group however long the outage lasts.
-``OwnershipLost`` (a rebalance refused our commit) aborts and drops the batch: its new owner
-processes it again.
+transaction, commits nothing, seeks the consumer back to the batch's first offsets (and drops a
+prefetched batch) and sleeps an exponential, capped backoff before polling (the same records)
+again; the consumer keeps polling between attempts, so it stays in its group however long the
+outage lasts. ``OwnershipLost`` (a rebalance refused our commit, or ran during the prefetch)
+aborts and drops the batch: its partitions' owner processes it again.
 
-Rebalances: the rebalance callbacks run inside ``poll`` (step 1), when the previous batch is
-already committed, so revocation never has pending work to commit. A revoked batch that was
-being retried is simply redelivered to the partition's new owner.
+Rebalances: the rebalance callbacks run inside a poll. Without prefetch that is when the
+previous batch is already committed, so revocation never has pending work to commit. A
+rebalance during a prefetch is noticed before step 4 and the batch is redone rather than
+committed over a new owner. A revoked batch that was being retried is simply redelivered to
+the partition's new owner.
 
 Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits, then the
 consumer leaves the group and the producer closes. A stop during a backoff leaves that batch
@@ -41,10 +50,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dedup_worker.contract.messages import DeadLetter, Decision, Page, decode_page
+from dedup_worker.core.engine import Prepared
 from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.kafka_io import (
@@ -73,6 +84,8 @@ class Engine(Protocol):
     """What the worker needs from ``dedup_worker.core.engine.DedupEngine``."""
 
     def process(self, pages: Sequence[Page]) -> list[Decision]: ...
+    def prepare(self, pages: Sequence[Page]) -> Prepared: ...
+    def decide(self, prepared: Prepared) -> list[Decision]: ...
 
 
 @dataclass
@@ -104,6 +117,9 @@ class _Batch:
     pages: list[Page]
     page_records: list[Record]  # the record of each page
     dead: list[DeadLetter]
+    rebalances: int = 0  # the consumer's rebalance count right after the poll
+    prepared: Prepared | None = None  # None: prepare failed, isolate the bad pages
+    decode_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +170,11 @@ class Worker:
         self._backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
         self._lag_due = 0.0
         self._progress = _Progress(time.monotonic())
+        # One thread that polls, decodes and prepares the next batch while this one is decided
+        # (its Redis waits release the GIL). Only used when batches come full, i.e. a backlog:
+        # at lower load a batch should take the pages that arrive while the previous one runs.
+        self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        self._next: Future[_Batch] | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
@@ -174,36 +195,81 @@ class Worker:
             self._close()
 
     def step(self) -> None:
-        """Poll one batch and see it through (or rewind it for a retry)."""
-        records = self.consumer.poll_batch(
-            self.config.batch_max_records, self.config.batch_max_wait_ms
-        )
+        """Take one batch (prefetched or polled now) and see it through, or rewind it."""
+        batch = self._take()
         self._refresh_lag()
-        if not records:
+        if not batch.records:
             return
         try:
-            self._handle(records)
+            self._handle(batch)
         except BackendUnavailable as exc:
-            self._retry_later(records, exc)
+            self._retry_later(batch, exc)
         except OwnershipLost as exc:
             self.producer.abort()
-            self.consumer.rewind(records)
+            self._rewind(batch)
             logger.warning("batch dropped, its partitions moved: %s", exc)
         else:
             self._backoff.reset()
 
     # ---- one batch -------------------------------------------------------------------------
 
-    def _handle(self, records: list[Record]) -> None:
+    def _take(self) -> _Batch:
+        if self._next is None:
+            return self._fetch()
+        future, self._next = self._next, None
+        return future.result()
+
+    def _fetch(self) -> _Batch:
+        """Poll, decode and prepare one batch (in the prefetch thread, or inline)."""
+        records = self.consumer.poll_batch(
+            self.config.batch_max_records, self.config.batch_max_wait_ms
+        )
         started = time.perf_counter()
         batch = self._decode(records)
-        decided = time.perf_counter()
+        batch.rebalances = self.consumer.rebalances
+        if batch.pages:
+            try:
+                batch.prepared = self.engine.prepare(batch.pages)
+            except Exception:  # bad input the contract let through; _decide isolates it
+                logger.exception("preparing a batch of %d pages failed", len(batch.pages))
+        batch.decode_seconds = time.perf_counter() - started
+        return batch
+
+    def _prefetch(self, batch: _Batch) -> None:
+        if len(batch.records) >= self.config.batch_max_records and not self._stop.is_set():
+            self._next = self._prefetcher.submit(self._fetch)
+
+    def _consumer_idle(self) -> None:
+        """Wait for the prefetch to finish: from here this thread alone uses the consumer."""
+        if self._next is not None:
+            wait([self._next])
+
+    def _handle(self, batch: _Batch) -> None:
+        self._prefetch(batch)
+        started = time.perf_counter()
         decisions = self._decide(batch)
         published = time.perf_counter()
+        self._consumer_idle()
+        if self.consumer.rebalances != batch.rebalances:
+            # The prefetch's poll ran a rebalance: our partitions may have a new owner that
+            # starts from the last commit. Redo the batch rather than race it.
+            raise OwnershipLost("the group rebalanced while the batch was decided")
         offsets = self._publish(batch, decisions)
-        timing = _Timing(decided - started, published - decided, time.perf_counter() - published)
+        finished = time.perf_counter()
+        timing = _Timing(batch.decode_seconds, published - started, finished - published)
         self._account(batch, decisions, timing)
         self._report_progress(len(batch.records), offsets)
+
+    def _rewind(self, batch: _Batch) -> None:
+        """Seek back to the batch's first records, and to a prefetched batch's (dropped)."""
+        records = list(batch.records)
+        if self._next is not None:
+            future, self._next = self._next, None
+            try:
+                records += future.result().records
+            except NeardupError as exc:
+                logger.warning("prefetched batch dropped: %s", exc)
+        self.consumer.rewind(records)
 
     def _decode(self, records: list[Record]) -> _Batch:
         batch = _Batch(records, [], [], [])
@@ -227,7 +293,8 @@ class Worker:
         redone page by page and such pages become ``processing_failed`` dead letters, so one
         page can never stop the worker (or crash-loop it on restart)."""
         try:
-            return _encode(self.engine.process(batch.pages)) if batch.pages else []
+            if batch.prepared is not None:
+                return _encode(self.engine.decide(batch.prepared))
         except NeardupError:
             raise
         except Exception:
@@ -341,10 +408,11 @@ class Worker:
 
     # ---- failures and housekeeping -----------------------------------------------------------
 
-    def _retry_later(self, records: list[Record], exc: BackendUnavailable) -> None:
+    def _retry_later(self, batch: _Batch, exc: BackendUnavailable) -> None:
         """Nothing of the batch is committed: rewind to it and wait before polling again."""
+        records = batch.records
         self.producer.abort()
-        self.consumer.rewind(records)
+        self._rewind(batch)
         delay = self._backoff.next_delay()
         self.metrics.retries.inc()
         first = records[0]
@@ -372,7 +440,10 @@ class Worker:
             logger.debug("consumer lag not refreshed: %s", exc)
 
     def _close(self) -> None:
-        """Leave the group first (partitions move at once), then flush and close the producer."""
+        """Leave the group first (partitions move at once), then flush and close the producer.
+        A prefetched batch is left uncommitted: the group redelivers it."""
+        self._consumer_idle()
+        self._prefetcher.shutdown()
         try:
             self.consumer.close()
         finally:
