@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+import orjson
+
 from dedup_worker.errors import ContractError
 
 PAGE_SCHEMA = "neardup.page/1"
@@ -144,7 +146,9 @@ class DeadLetter:
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # Compact UTF-8 JSON like json.dumps(ensure_ascii=False, separators=(",", ":")), floats
+    # exact (some spelled differently: 1e-7 for 1e-07); about 5x faster (a test pins it).
+    return orjson.dumps(body)
 
 
 def decode_page(raw: bytes, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> Page:
@@ -205,6 +209,16 @@ def decode_decision(raw: bytes) -> Decision:
 
 
 def _loads(raw: bytes) -> dict[str, Any]:
+    try:  # fast path: orjson accepts only valid UTF-8 without lone surrogates, depth <= 1024
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = _loads_strict(raw)  # names the precise reason (or accepts what only it reads)
+    if not isinstance(body, dict):
+        raise ContractError("wrong_type", f"message is a JSON {type(body).__name__}, not object")
+    return body
+
+
+def _loads_strict(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -215,8 +229,6 @@ def _loads(raw: bytes) -> dict[str, Any]:
         raise ContractError("malformed_json", f"{exc.msg} at char {exc.pos}") from None
     except RecursionError:
         raise ContractError("malformed_json", "nesting too deep") from None
-    if not isinstance(body, dict):
-        raise ContractError("wrong_type", f"message is a JSON {type(body).__name__}, not object")
     return body
 
 

@@ -87,3 +87,43 @@ def test_too_large_text() -> None:
 def test_minor_versions_and_extra_fields_are_accepted() -> None:
     page = decode_page(raw(schema="neardup.page/1.7", brand_new_field=[1, 2]))
     assert page.url == GOOD["url"] and page.requested_url == GOOD["url"]
+
+
+@given(
+    url=st.text(min_size=1, max_size=40).filter(
+        lambda u: u.encode("utf-8", "ignore") == u.encode("utf-8", "surrogatepass")
+    ),
+    priority=st.floats(min_value=0, max_value=1),
+    fetched_at=st.floats(min_value=0, max_value=1e12),
+    distance=st.none() | st.integers(min_value=0, max_value=64),
+)
+def test_decisions_encode_as_compact_stdlib_json(
+    url: str, priority: float, fetched_at: float, distance: int | None
+) -> None:
+    """orjson's output is compact JSON the stdlib reads back to the same values, floats exact
+    (it spells some floats differently, 1e-7 for 1e-07: the same number)."""
+    decision = Decision(
+        url=url, host="h", verdict=Verdict.UNIQUE, simhash="0" * 16, priority=priority,
+        follow_outlinks=True, fetched_at=fetched_at, decided_at=fetched_at + 0.5,
+        duplicate_of=None, distance=distance, outlinks=(url, "https://é.example/ü"),
+        corrects=False, evidence={"rule": "r", "nearest": distance, "novelty": priority},
+    )  # fmt: skip
+    raw = decision.to_json()
+    body = json.loads(raw.decode("utf-8"))
+    assert (body["priority"], body["fetched_at"], body["url"]) == (priority, fetched_at, url)
+    assert len(raw) <= len(json.dumps(body, ensure_ascii=False).encode())  # compact
+    assert decode_decision(raw) == decision
+
+
+def test_malformed_input_keeps_its_precise_reason_after_the_fast_parser() -> None:
+    """orjson rejects these; the stdlib parser behind it names the reason (or accepts)."""
+    with pytest.raises(ContractError) as surrogate:
+        decode_page(b'{"schema": "neardup.page/1", "url": "\\ud800", "host": "h", '
+                    b'"fetched_at": 1, "text": "t"}')  # fmt: skip
+    assert surrogate.value.reason == "invalid_unicode"
+    with pytest.raises(ContractError) as bad_utf8:
+        decode_page(b'{"text": "\xff"}')
+    assert bad_utf8.value.reason == "invalid_utf8"
+    with pytest.raises(ContractError) as nested:
+        decode_page(b"[" * 5000 + b"]" * 5000)
+    assert nested.value.reason == "malformed_json"

@@ -153,6 +153,27 @@ def test_whitespace_fast_path_equals_split_join(text: str) -> None:
     assert canonical_whitespace(text) == " ".join(unicodedata.normalize("NFC", text).split())
 
 
+_SPACED = st.text(alphabet=st.sampled_from(list("ab \n\t\r\x0b\x0c\x1c\x1fé\u00a0")), max_size=40)
+
+
+@given(st.lists(_SPACED | st.text(max_size=40), max_size=8))
+def test_batch_checksums_equal_the_checksum_of_the_split_joined_text(texts: list[str]) -> None:
+    """The batch kernel (regular, irregular and non-ASCII texts mixed) and the definition."""
+    import hashlib
+    import unicodedata
+
+    from dedup_worker.core.text import content_checksums
+
+    def definition(text: str) -> str:
+        canonical = " ".join(unicodedata.normalize("NFC", text).split())
+        return hashlib.blake2b(
+            canonical.encode("utf-8", "surrogatepass"), digest_size=16
+        ).hexdigest()
+
+    assert content_checksums(texts) == [definition(t) for t in texts]
+    assert content_checksums(texts) == [content_checksum(t) for t in texts]
+
+
 def test_threads_fingerprinting_at_once_get_the_same_answers() -> None:
     # Each thread packs batches into its own reused buffer; none may see another's bytes.
     from concurrent.futures import ThreadPoolExecutor
