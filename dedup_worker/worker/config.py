@@ -54,6 +54,7 @@ class WorkerConfig:
     verify_threshold: float = 0.9
     batch_max_records: int = 500
     batch_max_wait_ms: int = 50
+    fetch_wait_ms: int = 5
     transactional: TransactionMode = "auto"
     create_topics: bool = True
     partitions: int = 4
@@ -227,6 +228,12 @@ OPTIONS: tuple[_Option, ...] = (
         "batch_max_wait_ms",
         _integer(0, 60_000),
         "longest wait for a batch's first page (a batch takes the pages already fetched)",
+    ),
+    _Option(
+        "fetch_wait_ms",
+        _integer(0, 500),
+        "longest the broker may hold a fetch with no new pages (Tansu holds it that long even "
+        "when pages arrive, so it adds to latency; Kafka answers at once)",
     ),
     _Option("transactional", _choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
     _Option("create_topics", _boolean, "create missing topics at start-up"),

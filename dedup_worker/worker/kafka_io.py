@@ -138,9 +138,9 @@ class PageConsumer:
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "fetch.max.bytes": fetch_max,
                 "receive.message.max.bytes": min(2_147_483_647, fetch_max + (1 << 20)),
-                # The broker answers a fetch at once when data is there; an idle fetch must not
-                # outlast the batch wait, or a page arriving just after it waits that long.
-                "fetch.wait.max.ms": max(5, min(500, config.batch_max_wait_ms)),
+                # Kafka answers a waiting fetch as soon as pages arrive; Tansu only when the
+                # wait is over, so this bounds what an idle fetch adds to a page's latency.
+                "fetch.wait.max.ms": config.fetch_wait_ms,
                 **GROUP_TIMEOUTS,
             }
         )
