@@ -149,11 +149,18 @@ def test_bad_input_goes_to_the_dlq_and_the_worker_carries_on(
     kafka_admin.delete_topics([s.pages, s.dlq])  # ~120 MB that Tansu keeps in memory otherwise
 
 
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
 def test_redis_down_for_a_while_loses_no_page(
-    setup: Callable[..., Setup], redis_server: RedisServer
+    backend: str, setup: Callable[..., Setup], request: pytest.FixtureRequest
 ) -> None:
-    """SIGSTOP redis mid-stream: the worker backs off, keeps its batch, and then decides it."""
-    s = setup(redis_url=redis_server.url)
+    """SIGSTOP redis mid-stream (one node of three on the cluster): the worker backs off,
+    keeps its batch, and then decides it."""
+    s = setup(**_backend(request, backend))
+    redis_server: RedisServer = (
+        request.getfixturevalue("redis_server")
+        if backend == "redis"
+        else request.getfixturevalue("redis_cluster").nodes[0]
+    )
     before = [page(f"https://r.example/{i}", text(200 + i), 10.0 + i) for i in range(20)]
     during = [page(f"https://s.example/{i}", text(300 + i), 50.0 + i) for i in range(60)]
     reader = s.reader()

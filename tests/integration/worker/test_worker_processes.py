@@ -28,7 +28,7 @@ from worker_helpers import (
 
 from dedup_worker.contract.messages import Page, decode_page
 from dedup_worker.worker.main import build_backends, engine_settings
-from neardup.stack import RedisServer, free_port
+from neardup.stack import RedisCluster, RedisServer, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -107,27 +107,41 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
     check_against_oracle(reader.decisions, pages)
 
 
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
 def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
-    setup: Callable[..., Setup], spawn: Callable[..., WorkerProcess], redis_server: RedisServer
+    backend: str,
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    request: pytest.FixtureRequest,
 ) -> None:
     """kill -9 mid-batch, restart with the same worker id: every page has a final decision
-    equal to the oracle's, and the index holds every page exactly once.
+    equal to the oracle's, and the index holds every page exactly once; on one Redis and on a
+    3-node Redis Cluster.
 
-    Redis is paused just before the kill, so the worker dies inside ``engine.process`` with its
-    batch partly written to Redis and not committed to Kafka: the restart replays it."""
-    s = setup(redis_url=redis_server.url, partitions=2)
+    Redis is paused just before the kill (every node of the cluster), so the worker dies inside
+    ``engine.decide`` with its batch partly written to Redis and not committed to Kafka: the
+    restart replays it."""
+    if backend == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        servers, url, cluster = [server], server.url, "0"
+    else:
+        nodes: RedisCluster = request.getfixturevalue("redis_cluster")
+        servers, url, cluster = list(nodes.nodes), nodes.url, "1"
+    s = setup(redis_url=url, redis_cluster=cluster, partitions=2)
     pages = family_stream(seed=2, families=60, members=4, singles=360)
     reader = s.reader()
     worker = spawn(s.env)
     wait_for_log(worker, r"partitions assigned: \['")
     with trickle(s.bootstrap, s.pages, pages):
         reader.read_until(lambda records: len(records) >= 150)
-        redis_server.pause()
+        for server in servers:
+            server.pause()
         try:
             time.sleep(0.3)
             worker.kill()
         finally:
-            redis_server.resume()
+            for server in servers:
+                server.resume()
         restarted = spawn(s.env)
         reader.wait_for_pages(pages, timeout=90)
     reader.settle(1.0)
