@@ -180,7 +180,7 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
     bodies = page_bodies(total)
     reader = decision_reader(broker, decisions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "latency.log")
-    delays: list[float] = []
+    delays: list[tuple[float, float]] = []  # (send -> decided_at, decided_at -> read)
     seen = 0
     try:
         _wait_for_assignment(workdir / "latency.log")
@@ -192,7 +192,9 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
             batch = read_some(reader, 0.1)
             now = time.time()
             seen += len(batch)
-            delays.extend(now - at for at in map(_fetched_at, batch) if at >= WARM_UNTIL[0])
+            for sent, decided in map(_times, batch):
+                if sent >= WARM_UNTIL[0]:
+                    delays.append((decided - sent, now - decided))
         sender.join()
     finally:
         worker.terminate()
@@ -204,12 +206,15 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
 #: Send time of the first measured page (set by the sender after the warm-up).
 WARM_UNTIL = [float("inf")]
 _FETCHED_AT = re.compile(rb'"fetched_at":([0-9.e+]+)')
+_DECIDED_AT = re.compile(rb'"decided_at":([0-9.e+]+)')
 
 
-def _fetched_at(record: Any) -> float:
-    """The decision's fetched_at, without parsing the whole decision (this process is busy)."""
-    match = _FETCHED_AT.search(record.value())
-    return float(match.group(1)) if match else 0.0
+def _times(record: Any) -> tuple[float, float]:
+    """The decision's fetched_at (the page's send time here) and decided_at, without parsing
+    the whole decision (this process is busy)."""
+    value = record.value()
+    sent, decided = _FETCHED_AT.search(value), _DECIDED_AT.search(value)
+    return (float(sent.group(1)) if sent else 0.0, float(decided.group(1)) if decided else 0.0)
 
 
 def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warmup: int) -> None:
@@ -284,11 +289,18 @@ def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
         rate = throughput(broker, redis_url, args, workdir)
         print(f"throughput ({label}): {args.count} pages, {rate:,.0f} pages/s end to end")
     if not args.skip_latency:
-        delays = latency(broker, redis_url, args, workdir) * 1000
+        split = latency(broker, redis_url, args, workdir) * 1000
+        delays = split.sum(axis=1)
         p50, p99 = np.percentile(delays, [50, 99])
         print(
             f"latency at {args.rate} pages/s for {args.seconds} s ({label}): "
             f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays.max():.1f} ms"
+        )
+        inside, after = (np.percentile(split[:, i], [50, 99]) for i in (0, 1))
+        print(
+            f"  send -> decided (broker in, batching, engine): p50 {inside[0]:.1f}, "
+            f"p99 {inside[1]:.1f} ms; decided -> read (produce, commit, broker out): "
+            f"p50 {after[0]:.1f}, p99 {after[1]:.1f} ms"
         )
 
 

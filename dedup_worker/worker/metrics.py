@@ -48,6 +48,9 @@ class WorkerMetrics:
             "commit_seconds", "producing one batch's decisions and committing them"
         )
         self.batch_seconds = self._histogram("batch_seconds", "one batch: decode to commit")
+        self.page_age_seconds = self._histogram(
+            "page_age_seconds", "a batch's oldest page at poll: now - fetched_at"
+        )
         self.batch_size = Histogram(
             "neardup_worker_batch_records",
             "records per batch",

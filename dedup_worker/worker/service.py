@@ -226,6 +226,11 @@ class Worker:
         )
         started = time.perf_counter()
         batch = self._decode(records)
+        if batch.pages:
+            # How long the oldest page took from its fetch to this poll: crawler, broker and
+            # queueing, before the worker's own part (which batch_seconds measures).
+            oldest = min(page.fetched_at for page in batch.pages)
+            self.metrics.page_age_seconds.observe(max(0.0, self.clock() - oldest))
         batch.rebalances = self.consumer.rebalances
         if batch.pages:
             try:

@@ -88,6 +88,7 @@ def test_every_verdict_and_a_correction(
     assert final[("https://b.example/near", 1001.0)].duplicate_of == "https://a.example/1"
     assert not final[("https://b.example/copy", 1002.0)].follow_outlinks
     assert worker.metrics.value("neardup_worker_pages_total") == len(wave1) + len(wave2)
+    assert worker.metrics.value("neardup_worker_page_age_seconds_count") >= 2  # one per batch
     assert worker.producer.transactional == (transactional == "on")
 
 
