@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from _corpus import documents
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import NewTopic
@@ -156,6 +157,8 @@ def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) ->
     producer.flush()
     reader = decision_reader(broker, decisions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "throughput.log")
+    pids = {**SERVERS, "worker": worker.pid, "this script": os.getpid()}
+    meter = None
     seen, first, last = 0, 0.0, 0.0
     try:
         while seen < args.count:
@@ -164,8 +167,11 @@ def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) ->
                 now = time.perf_counter()
                 if not seen:
                     first, first_count = now, len(batch)
+                    meter = CpuMeter(pids)
                 seen += len(batch)
                 last = now
+        if meter is not None:
+            print(f"  CPU from the first decision to the last, % of one core: {meter.report()}")
     finally:
         worker.terminate()
         worker.wait(30)
@@ -188,6 +194,7 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
             target=_offer, args=(broker, pages, bodies, args.rate, args.warmup)
         )
         sender.start()
+        meter = CpuMeter({**SERVERS, "worker": worker.pid, "this script": os.getpid()})
         while seen < total:
             batch = read_some(reader, 0.1)
             now = time.time()
@@ -196,11 +203,37 @@ def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np
                 if sent >= WARM_UNTIL[0]:
                     delays.append((decided - sent, now - decided))
         sender.join()
+        print(f"  CPU during the run, % of one core: {meter.report()}")
     finally:
         worker.terminate()
         worker.wait(30)
         reader.close()
     return np.array(delays)
+
+
+#: Server processes whose CPU the runs report (name -> pid), set by main.
+SERVERS: dict[str, int] = {}
+
+
+class CpuMeter:
+    """CPU time of some processes (and their threads) from now until ``report``."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.processes = {n: psutil.Process(p) for n, p in pids.items() if p is not None}
+        self.start = time.monotonic()
+        self.before = {n: self._used(p) for n, p in self.processes.items()}
+
+    @staticmethod
+    def _used(process: psutil.Process) -> float:
+        times = process.cpu_times()
+        return float(times.user + times.system)
+
+    def report(self) -> str:
+        wall = time.monotonic() - self.start
+        return ", ".join(
+            f"{n} {100 * (self._used(p) - self.before[n]) / wall:.0f}"
+            for n, p in self.processes.items()
+        )
 
 
 #: Send time of the first measured page (set by the sender after the warm-up).
@@ -268,6 +301,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "kafka") as broker:
         redis = RedisServer(Path(tmp) / "redis").start() if args.backend == "redis" else None
         redis_url = redis.url if redis else "memory"
+        SERVERS.update({"broker": broker.pid or 0, **({"redis": redis.pid or 0} if redis else {})})
         try:
             _run(broker, redis_url, args, Path(tmp))
         finally:
