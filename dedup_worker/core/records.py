@@ -7,6 +7,7 @@ hash) without a lookup, and a page replayed after a crash gets the same id again
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ Original = tuple[str, int] | None
 MAX_MILLIS = (1 << (64 - URL_HASH_BITS)) - 2
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a batch asks for each URL's hash ~3 times
 def url_hash(url: str) -> int:
     """A stable 64-bit hash of a URL (BLAKE2b; never Python's salted hash())."""
     return int.from_bytes(hashlib.blake2b(url.encode("utf-8"), digest_size=8).digest(), "big")
