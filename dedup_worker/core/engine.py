@@ -86,6 +86,7 @@ class _Item:
     previous: DocRecord | None = None
     unchanged: bool = False
     matches: list[tuple[int, int]] = field(default_factory=list)  # (id, distance), others only
+    record: DocRecord | None = None
 
 
 @dataclass
@@ -119,6 +120,7 @@ class DedupEngine:
         self.fingerprinter = Fingerprinter(self.settings.features)
         sketch = self.settings.sketch
         self.sketcher = Sketcher(sketch, self.settings.features) if sketch else None
+        self._version_tag = self.settings.features.version_tag  # a property; asked per page
         self.clock = clock
 
     def process(self, pages: Sequence[Page]) -> list[Decision]:
@@ -186,10 +188,13 @@ class DedupEngine:
 
     @staticmethod
     def _record(item: _Item) -> DocRecord:
-        return DocRecord(
-            item.id, item.page.url, item.page.host, item.page.fetched_at, item.fingerprint,
-            item.checksum, PENDING, sketch=item.sketch,
-        )  # fmt: skip
+        """The page's pending record (built once: the revisit check and the claim share it)."""
+        if item.record is None:
+            item.record = DocRecord(
+                item.id, item.page.url, item.page.host, item.page.fetched_at, item.fingerprint,
+                item.checksum, PENDING, sketch=item.sketch,
+            )  # fmt: skip
+        return item.record
 
     def _fingerprints(self, documents: list[Document]) -> tuple[list[int], list[bytes]]:
         if self.sketcher is None:
@@ -352,7 +357,7 @@ class DedupEngine:
         return {
             "rule": "near-duplicate of the earliest earlier page within k",
             "k": self.settings.k,
-            "fingerprint_version": self.settings.features.version_tag,
+            "fingerprint_version": self._version_tag,
             "page_id": item.id,
             "candidates": len(item.matches),
             "earlier_matches": len(earlier),

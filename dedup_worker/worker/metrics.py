@@ -7,6 +7,7 @@ nothing from the engine; candidates per probe come from each decision's evidence
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -84,11 +85,15 @@ class WorkerMetrics:
         logger.info("metrics on http://0.0.0.0:%d/metrics", port)
 
     def observe_decisions(self, decisions: Iterable[Decision]) -> None:
+        # Counted per label first: a labels() lookup per decision cost ~2% of the worker.
+        counts: collections.Counter[tuple[str, bool]] = collections.Counter()
         for decision in decisions:
-            self.decisions.labels(decision.verdict.value, str(decision.corrects).lower()).inc()
+            counts[(decision.verdict.value, decision.corrects)] += 1
             candidates = decision.evidence.get("candidates")
             if not decision.corrects and isinstance(candidates, int):
                 self.candidates.observe(candidates)
+        for (verdict, corrects), count in counts.items():
+            self.decisions.labels(verdict, str(corrects).lower()).inc(count)
 
     def observe_lag(self, lag: Mapping[tuple[str, int], int]) -> None:
         for (topic, partition), behind in lag.items():
