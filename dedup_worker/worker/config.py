@@ -52,7 +52,7 @@ class WorkerConfig:
     shingle: int = 2
     verify: bool = True  # check fingerprint candidates with the MinHash sketch
     verify_threshold: float = 0.9
-    batch_max_records: int = 500
+    batch_max_records: int = 1000
     batch_max_wait_ms: int = 50
     fetch_wait_ms: int = 5
     transactional: TransactionMode = "auto"
