@@ -156,13 +156,22 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
         assert ids.size == len(pages) == np.unique(ids).size, f"table {table} has duplicates"
 
 
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
 def test_a_group_of_workers_ends_with_the_earliest_wins_answer(
-    setup: Callable[..., Setup], spawn: Callable[..., WorkerProcess], redis_server: RedisServer
+    backend: str,
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    request: pytest.FixtureRequest,
 ) -> None:
     """Workers in one group race on families spread over hosts and partitions, and the group
     rebalances mid-stream (a third worker joins, then the first leaves on SIGTERM): after
-    corrections every page's final verdict is the oracle's, no original is a later page."""
-    s = setup(redis_url=redis_server.url, partitions=4, batch_max_records="50")
+    corrections every page's final verdict is the oracle's, no original is a later page; on
+    one Redis and on a 3-node Redis Cluster."""
+    if backend == "redis":
+        url, cluster = request.getfixturevalue("redis_server").url, "0"
+    else:
+        url, cluster = request.getfixturevalue("redis_cluster").url, "1"
+    s = setup(redis_url=url, redis_cluster=cluster, partitions=4, batch_max_records="50")
     pages = family_stream(seed=3, families=120, members=5, singles=400)
     workers = [spawn(s.env | {"NEARDUP_WORKER_ID": f"w{i}"}) for i in range(2)]
     for worker in workers:
