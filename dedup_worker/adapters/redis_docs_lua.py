@@ -34,13 +34,33 @@ local function p16(n)
   return string.char(math.floor(n / 256), n % 256)
 end
 
--- The record with this 8-byte id in bucket s: its start and size, or nil.
+-- Whether position p of bucket s starts a record (a walk over the headers: no allocation).
+local function starts_record(s, p)
+  local pos = 1
+  while pos < p do pos = pos + 12 + u16(s, pos + 8) + u16(s, pos + 10) end
+  return pos == p
+end
+
+-- The record with this 8-byte id in bucket s: its start and size, or nil. The id is searched
+-- in C (plain string.find) and its position checked against the record boundaries; comparing
+-- a string.sub per record allocated one Lua string each.
 local function find(s, id)
-  local pos, n = 1, #s
-  while pos <= n do
-    local size = 12 + u16(s, pos + 8) + u16(s, pos + 10)
-    if string.sub(s, pos, pos + 7) == id then return pos, size end
-    pos = pos + size
+  local init = 1
+  while true do
+    local p = string.find(s, id, init, true)
+    if not p then return nil end
+    if starts_record(s, p) then return p, 12 + u16(s, p + 8) + u16(s, p + 10) end
+    init = p + 1
+  end
+end
+
+-- The record of bucket s whose immutable part starts at position p, or nil.
+local function record_at_immutable(s, p)
+  local pos = 1
+  while pos < p do
+    local imm = pos + 12 + u16(s, pos + 8)
+    if imm == p then return pos, imm - pos + u16(s, pos + 10) end
+    pos = imm + u16(s, pos + 10)
   end
   return nil
 end
@@ -179,15 +199,16 @@ for k = 1, #suffixes do
   local key = string.sub(blob, at, at + 1 + u16(blob, at))
   at = at + #key
   local s = load(suffixes[k])
-  local pos, n, best, best_id, best_size = 1, #s, nil, nil, 0
-  while pos <= n do
-    local imm = pos + 12 + u16(s, pos + 8)
-    local size = imm - pos + u16(s, pos + 10)
-    if string.sub(s, imm, imm + #key - 1) == key then
+  local init, best, best_id, best_size = 1, nil, nil, 0
+  while true do  -- the URL key is searched in C, then checked to start an immutable part
+    local p = string.find(s, key, init, true)
+    if not p then break end
+    local pos, size = record_at_immutable(s, p)
+    if pos then
       local id = string.sub(s, pos, pos + 7)
       if not best or less(best_id, id) then best, best_id, best_size = pos, id, size end
     end
-    pos = pos + size
+    init = p + 1
   end
   local stray = redis.call('HGET', KEYS[1], key)
   out[2 * k - 1] = best and string.sub(s, best, best + best_size - 1) or false

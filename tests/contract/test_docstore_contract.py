@@ -54,6 +54,24 @@ def test_claim_stores_new_records_and_get_returns_them(make_docs: DocsFactory) -
 
 
 @all_backends
+def test_an_id_spelled_inside_another_record_is_not_taken_for_it(make_docs: DocsFactory) -> None:
+    """Stores search a bucket for an id's 8 bytes (Redis: in C); bytes that spell the id
+    inside an earlier record (here its URL) must not count as that record."""
+    docs = make_docs(expected_n=1, shard_bits=0)  # one bucket: every record meets the others
+    spelled = int.from_bytes(b"zzzzzzzz", "big")
+    decoy = record("https://a.example/zzzzzzzz/zzzzzzzz", 100.0)
+    target = record("https://b.example/x", 200.0, ident=spelled)
+    assert docs.claim([decoy]) == {}
+    assert docs.get([spelled]) == {}
+    assert docs.claim([target]) == {}
+    assert docs.get([spelled, decoy.id]) == {spelled: target, decoy.id: decoy}
+    assert docs.claim([target]) == {spelled: target}
+    docs.finalize({spelled: ("unique", None)})
+    assert docs.get([spelled])[spelled].verdict == "unique"
+    assert docs.get([decoy.id]) == {decoy.id: decoy}
+
+
+@all_backends
 def test_claim_returns_existing_records_unchanged(make_docs: DocsFactory) -> None:
     docs = make_docs()
     first = record(A, 100.0)
