@@ -150,7 +150,7 @@ class RedisDocStore:
         def entry(i: int) -> bytes:
             verdict, original = corrections[ids[i]]
             head = rc.id_bytes(ids[i]) + rc.id_bytes(original[1])
-            return head + rc.verdict_entry(verdict, original)
+            return head + rc.verdict_entry(verdict, original, corrected=True)
 
         published: set[int] = set()
         for at, reply in self._batch("correct", [self.layout.bucket(i) for i in ids], entry):

@@ -26,7 +26,8 @@ Record (all integers big-endian)::
     immutable: url len 2 | url | fingerprint 8 | fetched_at f64 | checksum | sketch len 2 |
                sketch | host
 
-``code`` = verdict code (low nibble; 0 = spelled out) | 0x10 has dup id | 0x20 has dup url.
+``code`` = verdict code (low nibble; 0 = spelled out) | 0x10 has dup id | 0x20 has dup url
+| 0x40 set by a correction (``DocRecord.corrected``).
 The duplicate's URL is stored as its common prefix length with the page's own URL plus the
 rest (near-duplicates are mostly born on the same host). The checksum is one byte ``c``,
 then ``c & 0x7f`` bytes: raw bytes of a lowercase hex string when ``c & 0x80``, else UTF-8.
@@ -69,7 +70,7 @@ VERDICT_CODES = {
 VERDICTS = {code: verdict for verdict, code in VERDICT_CODES.items()}
 PENDING_CODE = VERDICT_CODES[PENDING]
 SUPPRESSED_CODES = tuple(sorted(VERDICT_CODES[v] for v in SUPPRESSED))
-HAS_DUP_ID, HAS_DUP_URL = 0x10, 0x20
+HAS_DUP_ID, HAS_DUP_URL, CORRECTED = 0x10, 0x20, 0x40
 HEADER = struct.Struct(">QHH")
 _FIXED = struct.Struct(">Qd")
 _U16 = struct.Struct(">H")
@@ -203,7 +204,9 @@ def encode(record: DocRecord) -> bytes:
 
 def _encode(record: DocRecord) -> bytes:
     url = record.url.encode("utf-8")
-    mutable = template(record.verdict, record.duplicate_of_id, record.duplicate_of is not None)
+    mutable = template(
+        record.verdict, record.duplicate_of_id, record.duplicate_of is not None, record.corrected
+    )
     if record.duplicate_of is not None:
         mutable += dup_url_tail(url, record.duplicate_of.encode("utf-8"))
     immutable = b"".join(
@@ -219,10 +222,11 @@ def _encode(record: DocRecord) -> bytes:
     return HEADER.pack(record.id, len(mutable), len(immutable)) + mutable + immutable
 
 
-def template(verdict: str, dup_id: int | None, has_url: bool) -> bytes:
+def template(verdict: str, dup_id: int | None, has_url: bool, corrected: bool = False) -> bytes:
     """The mutable part up to the duplicate's URL, which Lua appends prefix-compressed."""
     code = VERDICT_CODES.get(verdict, 0)
     flags = (HAS_DUP_ID if dup_id is not None else 0) | (HAS_DUP_URL if has_url else 0)
+    flags |= CORRECTED if corrected else 0
     out = bytes((code | flags,))
     if dup_id is not None:
         out += id_bytes(dup_id)
@@ -231,12 +235,13 @@ def template(verdict: str, dup_id: int | None, has_url: bool) -> bytes:
     return out
 
 
-def verdict_entry(verdict: str, original: Original) -> bytes:
+def verdict_entry(verdict: str, original: Original, corrected: bool = False) -> bytes:
     """n_template 2 | n_url 2 | template | the duplicate's URL, as finalize and correct take it."""
     if original is None:
-        head, dup_url = template(verdict, None, False), b""
+        head, dup_url = template(verdict, None, False, corrected), b""
     else:
-        head, dup_url = template(verdict, original[1], True), original[0].encode("utf-8")
+        head = template(verdict, original[1], True, corrected)
+        dup_url = original[0].encode("utf-8")
     _check(len(head) + 2 + len(dup_url) <= _MAX_FIELD, "duplicate url", len(dup_url))
     return _U16.pack(len(head)) + _U16.pack(len(dup_url)) + head + dup_url
 
@@ -291,7 +296,7 @@ def decode(raw: bytes) -> DocRecord:
     verdict, dup_id, dup_url = _mutable(raw, start, n_mut, url)
     return DocRecord(
         ident, url.decode(), host, fetched_at, fingerprint, checksum, verdict, dup_url, dup_id,
-        sketch,
+        sketch, corrected=bool(raw[start] & CORRECTED),
     )  # fmt: skip
 
 

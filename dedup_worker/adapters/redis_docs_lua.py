@@ -12,11 +12,16 @@ compared byte by byte as 8-byte big-endian strings, never as numbers.
 
 from __future__ import annotations
 
-from dedup_worker.adapters.redis_docs_codec import HAS_DUP_ID, PENDING_CODE, SUPPRESSED_CODES
+from dedup_worker.adapters.redis_docs_codec import (
+    CORRECTED,
+    HAS_DUP_ID,
+    PENDING_CODE,
+    SUPPRESSED_CODES,
+)
 
 _CONSTANTS = "\n".join(
     (
-        f"local PENDING, HAS_DUP_ID = {PENDING_CODE}, {HAS_DUP_ID}",
+        f"local PENDING, HAS_DUP_ID, CORRECTED = {PENDING_CODE}, {HAS_DUP_ID}, {CORRECTED}",
         "local SUPPRESSED = {" + ", ".join(f"[{c}] = true" for c in SUPPRESSED_CODES) + "}",
     )
 )
@@ -276,11 +281,13 @@ return out
 )
 
 #: Mark pages as duplicates where ``records.correction_applies``: the page is not suppressed,
-#: or has no original id, or the new original is earlier than its current one.
+#: or has no original id, or the new original is earlier than its current one. A page already
+#: suppressed with this very original is reported again (``records.correction_repeats``).
 #:
 #: Entry: id 8 | original id 8 | n_template 2 | n_url 2 | template | the original's URL.
 #: Returns one character per entry: "1" applied to a published (not suppressed, not pending)
-#: record, which needs a correcting decision; "0" otherwise (absorbed, unchanged or missing).
+#: record, or repeated, which needs a correcting decision; "0" otherwise (absorbed, unchanged
+#: or missing).
 CORRECT = _script(
     """
 local out, at = {}, 1
@@ -296,11 +303,13 @@ for k = 1, #suffixes do
   if pos then
     local code = string.byte(s, pos + 12)
     local suppressed = SUPPRESSED[code % 16]
-    local applies = not suppressed or bit.band(code, HAS_DUP_ID) == 0
-      or less(original, string.sub(s, pos + 13, pos + 20))
-    if applies then
+    local dup = bit.band(code, HAS_DUP_ID) ~= 0 and string.sub(s, pos + 13, pos + 20) or nil
+    if not suppressed or not dup or less(original, dup) then
       if not suppressed and code % 16 ~= PENDING then out[k] = '1' end
       store(suffixes[k], rewrite(s, pos, size, template, dup_url))
+    elseif dup == original and bit.band(code, CORRECTED) ~= 0 then
+      -- Applied before, maybe by a batch whose decisions were aborted: publish it again.
+      out[k] = '1'
     end
   end
 end

@@ -46,10 +46,16 @@ class DocRecord:
     duplicate_of_id: int | None = None
     #: The page's resemblance sketch (``core.sketch``); empty when verification is off.
     sketch: bytes = b""
+    #: The verdict was set by ``DocStore.correct`` (another page's batch), not by finalize.
+    corrected: bool = False
 
-    def with_verdict(self, verdict: str, duplicate_of: Original) -> DocRecord:
+    def with_verdict(
+        self, verdict: str, duplicate_of: Original, *, corrected: bool = False
+    ) -> DocRecord:
         url, ident = duplicate_of if duplicate_of is not None else (None, None)
-        return replace(self, verdict=verdict, duplicate_of=url, duplicate_of_id=ident)
+        return replace(
+            self, verdict=verdict, duplicate_of=url, duplicate_of_id=ident, corrected=corrected
+        )
 
 
 PENDING = "pending"
@@ -89,9 +95,10 @@ class DocStore(Protocol):
         """Mark pages as duplicates: {id: (verdict, (original url, original id))}.
 
         Applied when the page is pending or was published as not suppressed, or when the new
-        original is earlier than its current one. Returns the ids whose *published* verdict
-        was not suppressed: those need a correcting decision. (A pending page's own worker
-        picks the correction up in ``finalize``.)
+        original is earlier than its current one. Returns the ids that need a correcting
+        decision: those whose *published* verdict was not suppressed, and those already
+        suppressed with this very original (``correction_repeats``). (A pending page's own
+        worker picks the correction up in ``finalize``.)
         """
         ...
 
@@ -101,6 +108,18 @@ def correction_applies(current: DocRecord, original_id: int) -> bool:
     if current.verdict not in SUPPRESSED:
         return True
     return current.duplicate_of_id is None or original_id < current.duplicate_of_id
+
+
+def correction_repeats(current: DocRecord, original_id: int) -> bool:
+    """A correction to this very original was applied before: the batch that applied it may
+    have been aborted after its Redis writes (a crash, a rebalance), so its correcting
+    decision was never published. Publishing it again is harmless; losing it is not. (A page
+    that found its original itself is not repeated: its own decision said so.)"""
+    return (
+        current.corrected
+        and current.verdict in SUPPRESSED
+        and current.duplicate_of_id == original_id
+    )
 
 
 class MemoryDocStore:
@@ -141,11 +160,15 @@ class MemoryDocStore:
         published = set()
         for ident, (verdict, original) in corrections.items():
             current = self._by_id.get(ident)
-            if current is None or not correction_applies(current, original[1]):
+            if current is None:
+                continue
+            if not correction_applies(current, original[1]):
+                if correction_repeats(current, original[1]):
+                    published.add(ident)
                 continue
             if current.verdict not in SUPPRESSED and current.verdict != PENDING:
                 published.add(ident)
-            self._by_id[ident] = current.with_verdict(verdict, original)
+            self._by_id[ident] = current.with_verdict(verdict, original, corrected=True)
         return published
 
     def __len__(self) -> int:

@@ -178,7 +178,7 @@ def test_correct_absorbs_pending_without_reporting(make_docs: DocsFactory) -> No
     orig, page = record(A, 1.0), record(B, 2.0)
     docs.claim([orig, page])
     assert docs.correct({page.id: ("near_duplicate", (A, orig.id))}) == set()
-    corrected = page.with_verdict("near_duplicate", (A, orig.id))
+    corrected = page.with_verdict("near_duplicate", (A, orig.id), corrected=True)
     assert docs.finalize({page.id: ("unique", None)}) == {page.id: corrected}
 
 
@@ -189,9 +189,26 @@ def test_correct_reports_published_records(make_docs: DocsFactory, published: st
     orig, page = record(A, 1.0), record(B, 2.0)
     docs.claim([orig, page])
     docs.finalize({page.id: (published, None)})
+    corrected = page.with_verdict("exact_duplicate", (A, orig.id), corrected=True)
     assert docs.correct({page.id: ("exact_duplicate", (A, orig.id))}) == {page.id}
-    assert docs.get([page.id])[page.id] == page.with_verdict("exact_duplicate", (A, orig.id))
-    assert docs.correct({page.id: ("exact_duplicate", (A, orig.id))}) == set()  # idempotent
+    assert docs.get([page.id])[page.id] == corrected
+    # Repeated (a batch redone after its decisions were aborted): reported again, no change.
+    assert docs.correct({page.id: ("exact_duplicate", (A, orig.id))}) == {page.id}
+    assert docs.get([page.id])[page.id] == corrected
+
+
+@all_backends
+def test_a_page_that_found_its_original_itself_is_not_corrected_again(
+    make_docs: DocsFactory,
+) -> None:
+    """Only a verdict a correction set is repeated: a page whose own batch found the original
+    needs no correcting decision when that original's batch is replayed."""
+    docs = make_docs()
+    orig, page = record(A, 1.0), record(B, 2.0)
+    docs.claim([orig, page])
+    docs.finalize({page.id: ("near_duplicate", (A, orig.id))})
+    assert docs.correct({page.id: ("near_duplicate", (A, orig.id))}) == set()
+    assert docs.get([page.id])[page.id].corrected is False
 
 
 @all_backends
@@ -211,7 +228,9 @@ def test_correct_replaces_a_later_original_by_an_earlier_one(make_docs: DocsFact
     docs.claim([early, late, page])
     docs.finalize({page.id: ("near_duplicate", (C, late.id))})
     assert docs.correct({page.id: ("exact_duplicate", (A, early.id))}) == set()
-    assert docs.get([page.id])[page.id] == page.with_verdict("exact_duplicate", (A, early.id))
+    assert docs.get([page.id])[page.id] == page.with_verdict(
+        "exact_duplicate", (A, early.id), corrected=True
+    )
 
 
 @all_backends

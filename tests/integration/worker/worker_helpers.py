@@ -337,5 +337,24 @@ def check_against_oracle(decisions: list[Decision], pages: list[Page], k: int = 
             original = by_url[decision.duplicate_of or ""]
             assert original.order < want.order, (key, decision.duplicate_of)
             assert (original.fingerprint ^ want.fingerprint).bit_count() <= k
-    assert not wrong, f"{len(wrong)} verdicts differ from the oracle, e.g. {wrong[:5]}"
+    assert not wrong, f"{len(wrong)} verdicts differ from the oracle, e.g. {wrong[:5]}" + (
+        _explain(wrong[0][0], decisions, pages, k)
+    )
     return sum(e.suppressed for e in expected.values())
+
+
+def _explain(key: tuple[str, float], decisions: list[Decision], pages: list[Page], k: int) -> str:
+    """The wrong page's decisions and those of the earlier pages within k (failure message)."""
+    settings = engine_settings(load_config([], {}))
+    by_key = {(p.url, p.fetched_at): p for p in pages}
+    mine = fingerprints([by_key[key]], settings)[0]
+    lines = [f"\ndecisions of {key} (id {page_id(*key)}):"]
+    lines += [f"  {d.verdict.value} corrects={d.corrects} of={d.duplicate_of} {d.evidence}"
+              for d in decisions if (d.url, d.fetched_at) == key]  # fmt: skip
+    for page, sig in zip(pages, fingerprints(pages, settings), strict=True):
+        other = (page.url, page.fetched_at)
+        if other != key and (sig.fingerprint ^ mine.fingerprint).bit_count() <= k:
+            lines.append(f"near page {other} (id {page_id(*other)}):")
+            lines += [f"  {d.verdict.value} corrects={d.corrects} of={d.duplicate_of}"
+                      for d in decisions if (d.url, d.fetched_at) == other]  # fmt: skip
+    return "\n".join(lines)

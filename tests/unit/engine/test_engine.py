@@ -132,6 +132,23 @@ def test_replay_yields_the_same_decision_and_no_new_entry() -> None:
     assert len(e.index) == size  # type: ignore[arg-type]
 
 
+def test_a_redone_batch_publishes_its_correction_again() -> None:
+    """A batch's Redis writes outlive an aborted transaction (crash, rebalance): when the batch
+    that corrected a page is redone, the correcting decision must come out again, or the
+    page's last published verdict stays the wrong one."""
+    e = engine()
+    later = page("http://b.test/1", near_copy(7), 2.0)
+    earlier = page("http://a.test/1", text(7), 1.0)
+    assert [d.verdict for d in e.process([later])] == [Verdict.UNIQUE]
+    aborted = e.process([earlier])  # its decisions never reach readers
+    assert [(d.url, d.corrects) for d in aborted] == [(earlier.url, False), (later.url, True)]
+    redone = e.process([earlier])
+    assert [(d.url, d.verdict, d.corrects) for d in redone] == [
+        (earlier.url, Verdict.UNIQUE, False),
+        (later.url, Verdict.NEAR_DUPLICATE, True),
+    ]
+
+
 def test_sketch_rejects_a_simhash_collision_of_different_texts() -> None:
     # Single-word candidates (the most collision-prone features) show what the sketch is for.
     words_only = FeatureConfig(shingle=1, title_weight=0)
