@@ -2,7 +2,7 @@
 
 Run from the repository root (package installed, e.g. ``pip install -e .``)::
 
-    python benchmarks/bench_worker.py [--count 20000] [--rate 2000] [--seconds 10]
+    python benchmarks/bench_worker.py [--count 20000] [--rate 2000] [--seconds 10] [--repeat 3]
                                       [--backend redis|memory] [--transactional on|off]
 
 It starts its own Tansu broker and redis-server on loopback ports, and the worker as a
@@ -147,8 +147,10 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
     )
 
 
-def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> float:
-    pages, decisions = create_topics(broker, "throughput")
+def throughput(
+    broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
+) -> float:
+    pages, decisions = create_topics(broker, f"throughput{run}")
     bodies = page_bodies(args.count)
     producer = _producer(broker, linger_ms=20)
     for i, body in enumerate(bodies):
@@ -156,7 +158,9 @@ def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) ->
         producer.poll(0)
     producer.flush()
     reader = decision_reader(broker, decisions)
-    worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "throughput.log")
+    worker = start_worker(
+        broker, redis_url, pages, decisions, args, workdir / f"throughput{run}.log"
+    )
     pids = {**SERVERS, "worker": worker.pid, "this script": os.getpid()}
     meter = None
     seen, first, last = 0, 0.0, 0.0
@@ -179,17 +183,20 @@ def throughput(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) ->
     return (seen - first_count) / (last - first)
 
 
-def latency(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> np.ndarray:
+def latency(
+    broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
+) -> np.ndarray:
     """Decision latencies (s) of the pages sent after the first ``--warmup`` seconds."""
-    pages, decisions = create_topics(broker, "latency")
+    pages, decisions = create_topics(broker, f"latency{run}")
+    WARM_UNTIL[0] = float("inf")
     total = args.rate * (args.warmup + args.seconds)
     bodies = page_bodies(total)
     reader = decision_reader(broker, decisions)
-    worker = start_worker(broker, redis_url, pages, decisions, args, workdir / "latency.log")
+    worker = start_worker(broker, redis_url, pages, decisions, args, workdir / f"latency{run}.log")
     delays: list[tuple[float, float]] = []  # (send -> decided_at, decided_at -> read)
     seen = 0
     try:
-        _wait_for_assignment(workdir / "latency.log")
+        _wait_for_assignment(workdir / f"latency{run}.log")
         sender = threading.Thread(
             target=_offer, args=(broker, pages, bodies, args.rate, args.warmup)
         )
@@ -296,6 +303,9 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--keep-logs", type=Path, help="copy the worker logs here")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each phase (figures drift between runs)"
+    )
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} cpus")
     with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "kafka") as broker:
@@ -319,23 +329,40 @@ def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
         f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
         f"shingle={args.shingle}"
     )
-    if not args.skip_throughput:
-        rate = throughput(broker, redis_url, args, workdir)
-        print(f"throughput ({label}): {args.count} pages, {rate:,.0f} pages/s end to end")
-    if not args.skip_latency:
-        split = latency(broker, redis_url, args, workdir) * 1000
-        delays = split.sum(axis=1)
-        p50, p99 = np.percentile(delays, [50, 99])
-        print(
-            f"latency at {args.rate} pages/s for {args.seconds} s ({label}): "
-            f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays.max():.1f} ms"
-        )
-        inside, after = (np.percentile(split[:, i], [50, 99]) for i in (0, 1))
-        print(
-            f"  send -> decided (broker in, batching, engine): p50 {inside[0]:.1f}, "
-            f"p99 {inside[1]:.1f} ms; decided -> read (produce, commit, broker out): "
-            f"p50 {after[0]:.1f}, p99 {after[1]:.1f} ms"
-        )
+    rates: list[float] = []
+    tails: list[float] = []
+    for run in range(args.repeat):
+        if not args.skip_throughput:
+            rates.append(throughput(broker, redis_url, args, workdir, run))
+            print(f"throughput ({label}): {args.count} pages, {rates[-1]:,.0f} pages/s end to end")
+        if not args.skip_latency:
+            tails.append(
+                _report_latency(latency(broker, redis_url, args, workdir, run), args, label)
+            )
+    if args.repeat > 1:
+        for name, values, unit in (("throughput", rates, "pages/s"), ("latency p99", tails, "ms")):
+            if values:
+                low, mid, high = np.percentile(values, [0, 50, 100])
+                print(f"{name} over {len(values)} runs: min {low:,.1f}, median {mid:,.1f}, "
+                      f"max {high:,.1f} {unit}")  # fmt: skip
+
+
+def _report_latency(split_s: np.ndarray, args: Any, label: str) -> float:
+    """Print one latency run's figures; returns its p99 (ms)."""
+    split = split_s * 1000
+    delays = split.sum(axis=1)
+    p50, p99 = np.percentile(delays, [50, 99])
+    print(
+        f"latency at {args.rate} pages/s for {args.seconds} s ({label}): "
+        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays.max():.1f} ms"
+    )
+    inside, after = (np.percentile(split[:, i], [50, 99]) for i in (0, 1))
+    print(
+        f"  send -> decided (broker in, batching, engine): p50 {inside[0]:.1f}, "
+        f"p99 {inside[1]:.1f} ms; decided -> read (produce, commit, broker out): "
+        f"p50 {after[0]:.1f}, p99 {after[1]:.1f} ms"
+    )
+    return float(p99)
 
 
 if __name__ == "__main__":
