@@ -51,12 +51,19 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dedup_worker.contract.messages import DeadLetter, Decision, Page, decode_page
 from dedup_worker.core.engine import Prepared
 from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
+from dedup_worker.worker.batching import (
+    Backoff,
+    Batch,
+    Encoded,
+    Progress,
+    Timing,
+    encode_decisions,
+)
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.kafka_io import (
     DecisionProducer,
@@ -75,7 +82,6 @@ logger = logging.getLogger(__name__)
 LAG_INTERVAL_S = 5.0
 #: How often an INFO line reports progress (per-batch lines are DEBUG).
 PROGRESS_INTERVAL_S = 10.0
-BACKOFF_INITIAL_S = 0.1
 #: Space kept in a dead letter for everything but the original bytes (reason, base64 growth).
 _DLQ_OVERHEAD = 64 * 1024
 
@@ -86,66 +92,6 @@ class Engine(Protocol):
     def process(self, pages: Sequence[Page]) -> list[Decision]: ...
     def prepare(self, pages: Sequence[Page]) -> Prepared: ...
     def decide(self, prepared: Prepared) -> list[Decision]: ...
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff, capped; ``reset`` after a success."""
-
-    cap_s: float
-    initial_s: float = BACKOFF_INITIAL_S
-    failures: int = field(default=0, init=False)
-
-    def next_delay(self) -> float:
-        self.failures += 1
-        return float(min(self.cap_s, self.initial_s * 2 ** (self.failures - 1)))
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-@dataclass
-class _Progress:
-    since: float
-    records: int = 0
-    offsets: Offsets = field(default_factory=dict)
-
-
-@dataclass
-class _Batch:
-    records: list[Record]
-    pages: list[Page]
-    page_records: list[Record]  # the record of each page
-    dead: list[DeadLetter]
-    rebalances: int = 0  # the consumer's rebalance count right after the poll
-    prepared: Prepared | None = None  # None: prepare failed, isolate the bad pages
-    decode_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class _Timing:
-    """Seconds spent on each step of one batch."""
-
-    decode: float
-    engine: float
-    commit: float
-
-    @property
-    def total(self) -> float:
-        return self.decode + self.engine + self.commit
-
-
-@dataclass(frozen=True)
-class _Encoded:
-    """A decision and its message, encoded before the transaction begins."""
-
-    decision: Decision
-    key: bytes
-    value: bytes
-
-
-def _encode(decisions: list[Decision]) -> list[_Encoded]:
-    return [_Encoded(d, d.host.encode("utf-8"), d.to_json()) for d in decisions]
 
 
 class Worker:
@@ -169,12 +115,12 @@ class Worker:
         self._stop = threading.Event()
         self._backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
         self._lag_due = 0.0
-        self._progress = _Progress(time.monotonic())
+        self._progress = Progress(time.monotonic())
         # One thread that polls, decodes and prepares the next batch while this one is decided
         # (its Redis waits release the GIL). Only used when batches come full, i.e. a backlog:
         # at lower load a batch should take the pages that arrive while the previous one runs.
         self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
-        self._next: Future[_Batch] | None = None
+        self._next: Future[Batch] | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
@@ -213,13 +159,13 @@ class Worker:
 
     # ---- one batch -------------------------------------------------------------------------
 
-    def _take(self) -> _Batch:
+    def _take(self) -> Batch:
         if self._next is None:
             return self._fetch()
         future, self._next = self._next, None
         return future.result()
 
-    def _fetch(self) -> _Batch:
+    def _fetch(self) -> Batch:
         """Poll, decode and prepare one batch (in the prefetch thread, or inline)."""
         records = self.consumer.poll_batch(
             self.config.batch_max_records, self.config.batch_max_wait_ms
@@ -240,7 +186,7 @@ class Worker:
         batch.decode_seconds = time.perf_counter() - started
         return batch
 
-    def _prefetch(self, batch: _Batch) -> None:
+    def _prefetch(self, batch: Batch) -> None:
         if len(batch.records) >= self.config.batch_max_records and not self._stop.is_set():
             self._next = self._prefetcher.submit(self._fetch)
 
@@ -249,7 +195,7 @@ class Worker:
         if self._next is not None:
             wait([self._next])
 
-    def _handle(self, batch: _Batch) -> None:
+    def _handle(self, batch: Batch) -> None:
         self._prefetch(batch)
         started = time.perf_counter()
         decisions = self._decide(batch)
@@ -261,11 +207,11 @@ class Worker:
             raise OwnershipLost("the group rebalanced while the batch was decided")
         offsets = self._publish(batch, decisions)
         finished = time.perf_counter()
-        timing = _Timing(batch.decode_seconds, published - started, finished - published)
+        timing = Timing(batch.decode_seconds, published - started, finished - published)
         self._account(batch, decisions, timing)
         self._report_progress(len(batch.records), offsets)
 
-    def _rewind(self, batch: _Batch) -> None:
+    def _rewind(self, batch: Batch) -> None:
         """Seek back to the batch's first records, and to a prefetched batch's (dropped)."""
         records = list(batch.records)
         if self._next is not None:
@@ -276,8 +222,8 @@ class Worker:
                 logger.warning("prefetched batch dropped: %s", exc)
         self.consumer.rewind(records)
 
-    def _decode(self, records: list[Record]) -> _Batch:
-        batch = _Batch(records, [], [], [])
+    def _decode(self, records: list[Record]) -> Batch:
+        batch = Batch(records, [], [], [])
         for record in records:
             raw = record.value if record.value is not None else b""  # a tombstone is bad input
             try:
@@ -292,22 +238,22 @@ class Worker:
                 batch.page_records.append(record)
         return batch
 
-    def _decide(self, batch: _Batch) -> list[_Encoded]:
+    def _decide(self, batch: Batch) -> list[Encoded]:
         """The batch's decisions, encoded. A page that makes the engine (or the encoding) fail
         with anything but a NeardupError is bad input the contract let through: the batch is
         redone page by page and such pages become ``processing_failed`` dead letters, so one
         page can never stop the worker (or crash-loop it on restart)."""
         try:
             if batch.prepared is not None:
-                return _encode(self.engine.decide(batch.prepared))
+                return encode_decisions(self.engine.decide(batch.prepared))
         except NeardupError:
             raise
         except Exception:
             logger.exception("batch of %d pages failed; isolating the bad pages", len(batch.pages))
-        encoded: list[_Encoded] = []
+        encoded: list[Encoded] = []
         for page, record in zip(list(batch.pages), list(batch.page_records), strict=True):
             try:
-                encoded += _encode(self.engine.process([page]))
+                encoded += encode_decisions(self.engine.process([page]))
             except NeardupError:
                 raise
             except Exception as exc:
@@ -345,7 +291,7 @@ class Worker:
             failed_at=self.clock(),
         )
 
-    def _publish(self, batch: _Batch, decisions: list[_Encoded]) -> Offsets:
+    def _publish(self, batch: Batch, decisions: list[Encoded]) -> Offsets:
         """Produce decisions and dead letters, then commit them with the batch's offsets."""
         offsets = next_offsets(batch.records)
         self.producer.begin()
@@ -369,7 +315,7 @@ class Worker:
     def _send_dead_letter(self, dead: DeadLetter) -> None:
         self.producer.send(self.config.dlq_topic, dead.key, dead.to_json())
 
-    def _account(self, batch: _Batch, encoded: list[_Encoded], timing: _Timing) -> None:
+    def _account(self, batch: Batch, encoded: list[Encoded], timing: Timing) -> None:
         decisions = [e.decision for e in encoded]
         self.metrics.pages.inc(len(batch.records))
         self.metrics.batch_size.observe(len(batch.records))
@@ -409,11 +355,11 @@ class Worker:
             offsets_text(progress.offsets),
             extra={"records": progress.records, "records_per_s": round(rate, 1)},
         )
-        self._progress = _Progress(now)
+        self._progress = Progress(now)
 
     # ---- failures and housekeeping -----------------------------------------------------------
 
-    def _retry_later(self, batch: _Batch, exc: BackendUnavailable) -> None:
+    def _retry_later(self, batch: Batch, exc: BackendUnavailable) -> None:
         """Nothing of the batch is committed: rewind to it and wait before polling again."""
         records = batch.records
         self.producer.abort()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
+from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.main import JsonFormatter
-from dedup_worker.worker.service import Backoff
 
 
 def test_json_lines_carry_the_structured_extras() -> None:
