@@ -43,8 +43,6 @@ from neardup.stack import KafkaBroker, RedisServer
 
 logger = logging.getLogger(__name__)
 
-PARTITIONS = 4
-
 
 def page_bodies(count: int) -> list[bytes]:
     """``count`` distinct 900-word page messages (halves of corpus documents recombined).
@@ -81,13 +79,21 @@ def key_of(i: int) -> bytes:
     return f"host{i % 500}.example".encode()
 
 
-def create_topics(broker: KafkaBroker, prefix: str) -> tuple[str, str]:
+def create_topics(broker: KafkaBroker, prefix: str, partitions: int) -> tuple[str, str]:
     admin = broker.admin()
     pages, decisions = f"{prefix}-pages", f"{prefix}-decisions"
     topics = [pages, decisions, f"{pages}.dlq"]
-    admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
+    admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
     admin.close()
     return pages, decisions
+
+
+def delete_topics(broker: KafkaBroker, prefix: str) -> None:
+    """Drop a finished run's topics: Tansu's memory store lists every stored batch of a
+    partition on each fetch, so topics left behind would slow the next run's fetches."""
+    admin = broker.admin()
+    admin.delete_topics([f"{prefix}-pages", f"{prefix}-decisions", f"{prefix}-pages.dlq"])
+    admin.close()
 
 
 def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str, args: Any,
@@ -111,7 +117,7 @@ def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str
     return subprocess.Popen([str(binary)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
-def decision_reader(broker: KafkaBroker, topic: str) -> Consumer:
+def decision_reader(broker: KafkaBroker, topic: str, partitions: int) -> Consumer:
     """A light reader of the decisions (librdkafka), so this script takes little CPU."""
     consumer = Consumer(
         {
@@ -122,7 +128,7 @@ def decision_reader(broker: KafkaBroker, topic: str) -> Consumer:
             "fetch.wait.max.ms": 5,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     return consumer
 
 
@@ -150,14 +156,14 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
 def throughput(
     broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
 ) -> float:
-    pages, decisions = create_topics(broker, f"throughput{run}")
+    pages, decisions = create_topics(broker, f"throughput{run}", args.partitions)
     bodies = page_bodies(args.count)
     producer = _producer(broker, linger_ms=20)
     for i, body in enumerate(bodies):
         producer.produce(pages, stamp(body, 1_000_000 + i / 1000), key_of(i))
         producer.poll(0)
     producer.flush()
-    reader = decision_reader(broker, decisions)
+    reader = decision_reader(broker, decisions, args.partitions)
     worker = start_worker(
         broker, redis_url, pages, decisions, args, workdir / f"throughput{run}.log"
     )
@@ -180,6 +186,7 @@ def throughput(
         worker.terminate()
         worker.wait(30)
         reader.close()
+        delete_topics(broker, f"throughput{run}")
     return (seen - first_count) / (last - first)
 
 
@@ -187,11 +194,11 @@ def latency(
     broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
 ) -> np.ndarray:
     """Decision latencies (s) of the pages sent after the first ``--warmup`` seconds."""
-    pages, decisions = create_topics(broker, f"latency{run}")
+    pages, decisions = create_topics(broker, f"latency{run}", args.partitions)
     WARM_UNTIL[0] = float("inf")
     total = args.rate * (args.warmup + args.seconds)
     bodies = page_bodies(total)
-    reader = decision_reader(broker, decisions)
+    reader = decision_reader(broker, decisions, args.partitions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / f"latency{run}.log")
     delays: list[tuple[float, float]] = []  # (send -> decided_at, decided_at -> read)
     seen = 0
@@ -215,6 +222,7 @@ def latency(
         worker.terminate()
         worker.wait(30)
         reader.close()
+        delete_topics(broker, f"latency{run}")
     return np.array(delays)
 
 
@@ -289,6 +297,13 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000, help="offered load, pages/s")
     parser.add_argument("--seconds", type=int, default=10, help="duration of the latency run")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of load not measured")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=4,
+        help="partitions of the run's topics; Tansu's memory store lists every stored batch of a "
+        "partition on each fetch, so its cost grows with partitions x batches held",
+    )
     parser.add_argument("--backend", choices=["redis", "memory"], default="redis")
     parser.add_argument("--transactional", choices=["on", "off"], default="on")
     parser.add_argument("--batch", type=int, default=1000, help="worker batch_max_records")
@@ -327,7 +342,7 @@ def main() -> None:
 def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
     label = (
         f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
-        f"shingle={args.shingle}"
+        f"shingle={args.shingle} partitions={args.partitions}"
     )
     rates: list[float] = []
     tails: list[float] = []
@@ -356,6 +371,8 @@ def _report_latency(split_s: np.ndarray, args: Any, label: str) -> float:
         f"latency at {args.rate} pages/s for {args.seconds} s ({label}): "
         f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays.max():.1f} ms"
     )
+    fifths = ", ".join(f"{np.percentile(c, 99):.0f}" for c in np.array_split(delays, 5))
+    print(f"  p99 by fifth of the run, in order (ms): {fifths}")
     inside, after = (np.percentile(split[:, i], [50, 99]) for i in (0, 1))
     print(
         f"  send -> decided (broker in, batching, engine): p50 {inside[0]:.1f}, "

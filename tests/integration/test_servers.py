@@ -334,6 +334,24 @@ def test_stack_start_failure_stops_what_started(tmp_path: Path) -> None:
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
+@pytest.mark.parametrize(("override", "expected"), [(None, "1"), ("3", "3")])
+def test_broker_runtime_threads_default_to_one_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None, expected: str
+) -> None:
+    if override is None:
+        monkeypatch.delenv("TOKIO_WORKER_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TOKIO_WORKER_THREADS", override)
+    with KafkaBroker(tmp_path) as broker:
+        assert broker.pid is not None
+        assert psutil.Process(broker.pid).environ()["TOKIO_WORKER_THREADS"] == expected
+
+
+def test_broker_runtime_threads_must_be_positive() -> None:
+    with pytest.raises(StackError, match="runtime_threads"):
+        KafkaBroker(runtime_threads=0)
+
+
 def test_bad_tansu_override_is_a_clear_stack_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CALF_TANSU_BIN", "/nonexistent/tansu")
     with pytest.raises(StackError, match="CALF_TANSU_BIN"):
