@@ -126,6 +126,9 @@ class PageConsumer:
         #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
         #: a batch's partitions may have moved between its poll and its commit.
         self.rebalances = 0
+        #: Called before partitions are revoked, in the polling thread: the worker lets a
+        #: commit in flight land first, so the partitions' next owner starts after it.
+        self.before_revoke: Callable[[], None] = _nothing
         fetch_max = max(52_428_800, config.max_message_bytes)
         self._consumer = Consumer(
             {
@@ -154,6 +157,7 @@ class PageConsumer:
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.before_revoke()
         self.rebalances += 1
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
 
@@ -266,6 +270,10 @@ def next_offsets(records: Sequence[Record]) -> Offsets:
         tp = (record.topic, record.partition)
         ends[tp] = max(ends.get(tp, -1), record.offset + 1)
     return ends
+
+
+def _nothing() -> None:
+    return None
 
 
 def _log_change(change: str, partitions: list[Partition]) -> None:

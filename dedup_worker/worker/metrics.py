@@ -43,6 +43,9 @@ class WorkerMetrics:
             registry=self.registry,
         )
         self.retries = self._counter("backend_retries", "batches retried after BackendUnavailable")
+        self.overlapped_commits = self._counter(
+            "overlapped_commits", "batches committed while the next batch was decided (a backlog)"
+        )
         self.probe_seconds = self._histogram("probe_seconds", "one index probe_insert call")
         self.engine_seconds = self._histogram("engine_seconds", "engine.process of one batch")
         self.commit_seconds = self._histogram(

@@ -1,6 +1,6 @@
 """The worker loop: pages in, decisions out, offsets committed only after the decisions are safe.
 
-The commit order (the one and only; every step finishes before the next starts):
+The commit order (the one and only):
 
 1. poll a batch: up to ``batch_max_records`` of the pages already fetched, waiting at most
    ``batch_max_wait_ms`` for the first one (so the batch size follows the load);
@@ -12,36 +12,41 @@ The commit order (the one and only; every step finishes before the next starts):
    decisions are encoded here too. If this fails with anything but a ``NeardupError``, the
    batch is redone page by page and the pages that fail become ``processing_failed`` dead
    letters (bad input that passed the contract must not crash-loop the worker);
-4. begin a transaction (transactional mode), produce every decision (key = host) to the
+4. the previous batch's commit, if it is still in flight (see below), is waited for;
+5. begin a transaction (transactional mode), produce every decision (key = host) to the
    decisions topic and every dead letter (key = the original key) to the DLQ topic;
-5. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
+6. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
    offsets commit together; otherwise ``flush`` (every record acknowledged), then commit the
    offsets synchronously (at-least-once: a crash between the two replays the batch, and the
    replay yields the same decisions);
-6. then the next batch.
+7. then the next batch.
 
-Prefetch: when a batch comes full (a backlog), steps 1-2 of the next batch run in a helper
-thread during step 3 of this one, whose Redis waits release the GIL. The prefetch finishes
-before step 4, so the consumer is never used by two threads at once, and the next batch is
-neither decided nor committed before this one is. A prefetched batch that is not processed
-(failure, stop) is never committed: it is rewound or redelivered like the current one.
+Backlog (a batch came full): steps 1-2 of the next batch run in a prefetch thread during step 3
+of this one, whose Redis waits release the GIL; and in transactional mode step 6 runs in a
+commit thread while the next batch goes through 1-3 (its Redis steps need neither the producer
+nor the consumer). So batch N+1 is decided while N commits, but never produced before N's
+commit landed (step 4), and a Kafka producer has one transaction open at a time. The prefetch
+finishes before step 5, so the consumer is never used by two threads at once. Under lighter
+load every step runs in order in this thread: a batch commits before the next poll, so the
+next batch takes the pages that arrived meanwhile.
 
-Failures: ``BackendUnavailable`` (Redis or Kafka unreachable) anywhere in 3-5 aborts the open
-transaction, commits nothing, seeks the consumer back to the batch's first offsets (and drops a
-prefetched batch) and sleeps an exponential, capped backoff before polling (the same records)
-again; the consumer keeps polling between attempts, so it stays in its group however long the
-outage lasts. ``OwnershipLost`` (a rebalance refused our commit, or ran during the prefetch)
-aborts and drops the batch: its partitions' owner processes it again.
+Failures: ``BackendUnavailable`` (Redis or Kafka unreachable) anywhere in 3-6 waits for a
+commit in flight, aborts the open transaction, seeks the consumer back to the first offsets of
+everything not committed (this batch, a prefetched one, and a handed-over one whose commit
+failed) and sleeps an exponential, capped backoff before polling (the same records) again; the
+consumer keeps polling between attempts, so it stays in its group however long the outage
+lasts. ``OwnershipLost`` (a rebalance refused our commit, or ran during the prefetch) does the
+same without the backoff: the partitions' owner processes the records again.
 
-Rebalances: the rebalance callbacks run inside a poll. Without prefetch that is when the
-previous batch is already committed, so revocation never has pending work to commit. A
-rebalance during a prefetch is noticed before step 4 and the batch is redone rather than
-committed over a new owner. A revoked batch that was being retried is simply redelivered to
-the partition's new owner.
+Rebalances: the rebalance callbacks run inside a poll (in whichever thread polls). Before
+partitions are revoked, the callback waits for a commit in flight, so their next owner starts
+after it. A rebalance during a prefetch is noticed before step 5 and the batch is redone rather
+than committed over a new owner. A revoked batch that was being retried is simply redelivered
+to the partition's new owner.
 
-Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits, then the
-consumer leaves the group and the producer closes. A stop during a backoff leaves that batch
-uncommitted; it is redelivered.
+Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits (a commit
+in flight lands), then the consumer leaves the group and the producer closes. A stop during a
+backoff leaves that batch uncommitted; it is redelivered.
 """
 
 from __future__ import annotations
@@ -53,37 +58,36 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
-from dedup_worker.contract.messages import DeadLetter, Decision, Page, decode_page
+from dedup_worker.contract.messages import DeadLetter, Decision, Page
 from dedup_worker.core.engine import Prepared
 from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
 from dedup_worker.worker.batching import (
     Backoff,
     Batch,
     Encoded,
-    Progress,
+    InFlight,
     Timing,
     encode_decisions,
 )
 from dedup_worker.worker.config import WorkerConfig
+from dedup_worker.worker.intake import Intake, record_fields
 from dedup_worker.worker.kafka_io import (
     DecisionProducer,
     Offsets,
     OwnershipLost,
     PageConsumer,
     Record,
+    first_offsets,
     next_offsets,
     offsets_text,
 )
 from dedup_worker.worker.metrics import WorkerMetrics
+from dedup_worker.worker.reporting import BatchReporter
 
 logger = logging.getLogger(__name__)
 
 #: How often the consumer-lag gauge is refreshed (it costs a ListOffsets round trip).
 LAG_INTERVAL_S = 5.0
-#: How often an INFO line reports progress (per-batch lines are DEBUG).
-PROGRESS_INTERVAL_S = 10.0
-#: Space kept in a dead letter for everything but the original bytes (reason, base64 growth).
-_DLQ_OVERHEAD = 64 * 1024
 
 
 class Engine(Protocol):
@@ -113,14 +117,21 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.clock = clock
         self._stop = threading.Event()
+        self._intake = Intake(config, clock)
         self._backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
         self._lag_due = 0.0
-        self._progress = Progress(time.monotonic())
+        self._reporter = BatchReporter(self.metrics)
         # One thread that polls, decodes and prepares the next batch while this one is decided
         # (its Redis waits release the GIL). Only used when batches come full, i.e. a backlog:
         # at lower load a batch should take the pages that arrive while the previous one runs.
         self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._next: Future[Batch] | None = None
+        # One thread that commits a produced batch's transaction while the next batch is
+        # decided (transactional mode); see the module doc.
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
+        self._in_flight: InFlight | None = None
+        self._uncommitted: Batch | None = None  # handed over, commit failed: rewind it too
+        consumer.before_revoke = self._await_commit
 
     def stop(self) -> None:
         """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
@@ -144,15 +155,15 @@ class Worker:
         """Take one batch (prefetched or polled now) and see it through, or rewind it."""
         batch = self._take()
         self._refresh_lag()
-        if not batch.records:
-            return
         try:
-            self._handle(batch)
+            if batch.records:
+                self._handle(batch)
+            else:
+                self._settle()
         except BackendUnavailable as exc:
             self._retry_later(batch, exc)
         except OwnershipLost as exc:
-            self.producer.abort()
-            self._rewind(batch)
+            self._drop(batch)
             logger.warning("batch dropped, its partitions moved: %s", exc)
         else:
             self._backoff.reset()
@@ -171,7 +182,7 @@ class Worker:
             self.config.batch_max_records, self.config.batch_max_wait_ms
         )
         started = time.perf_counter()
-        batch = self._decode(records)
+        batch = self._intake.decode(records)
         if batch.pages:
             # How long the oldest page took from its fetch to this poll: crawler, broker and
             # queueing, before the worker's own part (which batch_seconds measures).
@@ -199,21 +210,89 @@ class Worker:
         self._prefetch(batch)
         started = time.perf_counter()
         decisions = self._decide(batch)
-        published = time.perf_counter()
+        decided = time.perf_counter()
+        self._settle()
         self._consumer_idle()
         if self.consumer.rebalances != batch.rebalances:
             # The prefetch's poll ran a rebalance: our partitions may have a new owner that
             # starts from the last commit. Redo the batch rather than race it.
             raise OwnershipLost("the group rebalanced while the batch was decided")
+        if self.producer.transactional and len(batch.records) >= self.config.batch_max_records:
+            # A backlog: commit while the next batch is decided. Under lighter load a batch
+            # commits before the next poll, so the next one takes what arrived meanwhile
+            # (fewer, larger transactions: the broker's per-request cost dominates there).
+            self._produce_and_hand_over(batch, decisions, decided - started)
+            return
         offsets = self._publish(batch, decisions)
-        finished = time.perf_counter()
-        timing = Timing(batch.decode_seconds, published - started, finished - published)
-        self._account(batch, decisions, timing)
-        self._report_progress(len(batch.records), offsets)
+        timing = Timing(batch.decode_seconds, decided - started, time.perf_counter() - decided)
+        self._reporter.committed(batch, decisions, timing, offsets)
 
-    def _rewind(self, batch: Batch) -> None:
-        """Seek back to the batch's first records, and to a prefetched batch's (dropped)."""
+    def _produce_and_hand_over(
+        self, batch: Batch, decisions: list[Encoded], engine_seconds: float
+    ) -> None:
+        """Produce the batch in a new transaction, then commit it in the helper thread while
+        the next batch is decided (its Redis steps need neither the producer nor the
+        consumer); ``_settle`` waits for the commit before the next transaction begins."""
+        started = time.perf_counter()
+        offsets = next_offsets(batch.records)
+        self._produce(batch, decisions)
+        metadata = self.consumer.group_metadata()
+        produced = time.perf_counter()
+        commit = self._committer.submit(self._commit, offsets, metadata)
+        self._in_flight = InFlight(
+            batch, decisions, offsets, batch.decode_seconds, engine_seconds,
+            produced - started, commit,
+        )  # fmt: skip
+
+    def _commit(self, offsets: Offsets, metadata: Any) -> float:
+        started = time.perf_counter()
+        self.producer.commit(offsets, metadata)
+        return time.perf_counter() - started
+
+    def _settle(self) -> None:
+        """Wait for the batch committing in the helper thread and account for it. Its failure
+        is raised here; its records are then rewound with the current batch's."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        try:
+            commit_seconds = in_flight.commit.result()
+        except BaseException:
+            self._uncommitted = in_flight.batch
+            raise
+        logger.debug("committed %s", offsets_text(in_flight.offsets))
+        timing = in_flight.timing(commit_seconds)
+        self._reporter.committed(in_flight.batch, in_flight.decisions, timing, in_flight.offsets)
+        self.metrics.overlapped_commits.inc()
+
+    def _settle_quietly(self) -> None:
+        """``_settle`` when something else already failed: a commit failure is logged (its
+        batch is rewound with the rest)."""
+        try:
+            self._settle()
+        except NeardupError as exc:
+            logger.warning("the previous batch did not commit either: %s", exc)
+
+    def _await_commit(self) -> None:
+        """Before partitions are revoked (inside a poll, in whichever thread polls): let the
+        commit in flight land, so their next owner starts after it, not before."""
+        in_flight = self._in_flight
+        if in_flight is not None:
+            wait([in_flight.commit])
+
+    def _drop(self, batch: Batch) -> list[Record]:
+        """Abort what is open and seek back to everything not committed (returned)."""
+        self._settle_quietly()
+        self.producer.abort()
+        return self._rewind(batch)
+
+    def _rewind(self, batch: Batch) -> list[Record]:
+        """Seek back to the batch's first records, and to those of a prefetched batch (dropped)
+        and of a handed-over batch whose commit failed."""
         records = list(batch.records)
+        if self._uncommitted is not None:
+            records = self._uncommitted.records + records
+            self._uncommitted = None
         if self._next is not None:
             future, self._next = self._next, None
             try:
@@ -221,22 +300,7 @@ class Worker:
             except NeardupError as exc:
                 logger.warning("prefetched batch dropped: %s", exc)
         self.consumer.rewind(records)
-
-    def _decode(self, records: list[Record]) -> Batch:
-        batch = Batch(records, [], [], [])
-        for record in records:
-            raw = record.value if record.value is not None else b""  # a tombstone is bad input
-            try:
-                page = decode_page(raw, max_text_bytes=self.config.max_text_bytes)
-            except ContractError as exc:
-                batch.dead.append(self._dead_letter(record, exc))
-            except RecursionError:  # json.loads on thousands of nested brackets
-                error = ContractError("malformed_json", "JSON nested too deeply")
-                batch.dead.append(self._dead_letter(record, error))
-            else:
-                batch.pages.append(page)
-                batch.page_records.append(record)
-        return batch
+        return records
 
     def _decide(self, batch: Batch) -> list[Encoded]:
         """The batch's decisions, encoded. A page that makes the engine (or the encoding) fail
@@ -258,42 +322,12 @@ class Worker:
                 raise
             except Exception as exc:
                 error = ContractError("processing_failed", f"{type(exc).__name__}: {exc}")
-                batch.dead.append(self._dead_letter(record, error))
+                batch.dead.append(self._intake.dead_letter(record, error))
                 batch.pages.remove(page)
         return encoded
 
-    def _dead_letter(self, record: Record, exc: ContractError) -> DeadLetter:
-        value: bytes = record.value if record.value is not None else b""
-        detail = exc.detail
-        # Base64 grows the original by 4/3: a body that cannot fit in one message is cut, and
-        # the detail says so (the alternative, a DLQ record Kafka refuses, would stop the worker).
-        room = (self.config.max_message_bytes - _DLQ_OVERHEAD) * 3 // 4
-        if len(value) > room:
-            detail += f" (original value of {len(value)} bytes truncated to {room} in the DLQ)"
-            value = value[:room]
-        logger.warning(
-            "dead letter %s[%d]@%d: %s: %s",
-            record.topic,
-            record.partition,
-            record.offset,
-            exc.reason,
-            exc.detail,
-            extra=_where(record, reason=exc.reason),
-        )
-        return DeadLetter(
-            reason=exc.reason,
-            detail=detail,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=value,
-            failed_at=self.clock(),
-        )
-
-    def _publish(self, batch: Batch, decisions: list[Encoded]) -> Offsets:
-        """Produce decisions and dead letters, then commit them with the batch's offsets."""
-        offsets = next_offsets(batch.records)
+    def _produce(self, batch: Batch, decisions: list[Encoded]) -> None:
+        """Begin a transaction (transactional mode) and queue the decisions and dead letters."""
         self.producer.begin()
         try:
             topic = self.config.decisions_topic
@@ -301,6 +335,16 @@ class Worker:
                 self.producer.send(topic, d.key, d.value)
             for dead in batch.dead:
                 self._send_dead_letter(dead)
+        except BaseException:
+            self.producer.abort()
+            raise
+
+    def _publish(self, batch: Batch, decisions: list[Encoded]) -> Offsets:
+        """Produce, then commit the decisions with the batch's offsets: in the transaction, or
+        (at-least-once) once every record is acknowledged."""
+        offsets = next_offsets(batch.records)
+        self._produce(batch, decisions)
+        try:
             if self.producer.transactional:
                 self.producer.commit(offsets, self.consumer.group_metadata())
             else:
@@ -315,68 +359,22 @@ class Worker:
     def _send_dead_letter(self, dead: DeadLetter) -> None:
         self.producer.send(self.config.dlq_topic, dead.key, dead.to_json())
 
-    def _account(self, batch: Batch, encoded: list[Encoded], timing: Timing) -> None:
-        decisions = [e.decision for e in encoded]
-        self.metrics.pages.inc(len(batch.records))
-        self.metrics.batch_size.observe(len(batch.records))
-        self.metrics.engine_seconds.observe(timing.engine)
-        self.metrics.commit_seconds.observe(timing.commit)
-        self.metrics.batch_seconds.observe(timing.total)
-        self.metrics.observe_decisions(decisions)
-        for dead in batch.dead:
-            self.metrics.dead_letters.labels(dead.reason).inc()
-        corrections = len(decisions) - len(batch.pages)
-        logger.debug(
-            "batch of %d records: %d decisions (%d corrections), %d dead letters in %.1f ms "
-            "(decode %.1f, engine %.1f, produce+commit %.1f)",
-            len(batch.records),
-            len(decisions),
-            corrections,
-            len(batch.dead),
-            timing.total * 1000,
-            timing.decode * 1000,
-            timing.engine * 1000,
-            timing.commit * 1000,
-        )
-
-    def _report_progress(self, records: int, offsets: Offsets) -> None:
-        now = time.monotonic()
-        progress = self._progress
-        progress.records += records
-        progress.offsets.update(offsets)
-        if now - progress.since < PROGRESS_INTERVAL_S:
-            return
-        rate = progress.records / (now - progress.since)
-        logger.info(
-            "%d records in %.0f s (%.0f/s); committed up to %s",
-            progress.records,
-            now - progress.since,
-            rate,
-            offsets_text(progress.offsets),
-            extra={"records": progress.records, "records_per_s": round(rate, 1)},
-        )
-        self._progress = Progress(now)
-
     # ---- failures and housekeeping -----------------------------------------------------------
 
     def _retry_later(self, batch: Batch, exc: BackendUnavailable) -> None:
         """Nothing of the batch is committed: rewind to it and wait before polling again."""
-        records = batch.records
-        self.producer.abort()
-        self._rewind(batch)
+        records = self._drop(batch)
         delay = self._backoff.next_delay()
         self.metrics.retries.inc()
-        first = records[0]
+        where = record_fields(records[0], retry_in_s=delay) if records else {"retry_in_s": delay}
         logger.warning(
-            "backend unavailable at %s[%d]@%d, retrying batch of %d in %.1f s (attempt %d): %s",
-            first.topic,
-            first.partition,
-            first.offset,
+            "backend unavailable at %s, retrying %d records in %.1f s (attempt %d): %s",
+            offsets_text(first_offsets(records)) or "-",
             len(records),
             delay,
             self._backoff.failures,
             exc,
-            extra=_where(first, retry_in_s=delay),
+            extra=where,
         )
         self._stop.wait(delay)
 
@@ -395,13 +393,11 @@ class Worker:
         A prefetched batch is left uncommitted: the group redelivers it."""
         self._consumer_idle()
         self._prefetcher.shutdown()
+        self._settle_quietly()
+        self._committer.shutdown()
+        self.producer.abort()  # only a failed commit leaves one open
         try:
             self.consumer.close()
         finally:
             self.producer.close()
         logger.info("worker stopped")
-
-
-def _where(record: Record, **more: Any) -> dict[str, Any]:
-    """Structured-log fields naming a record (picked up by the JSON formatter)."""
-    return {"topic": record.topic, "partition": record.partition, "offset": record.offset, **more}

@@ -184,3 +184,34 @@ def test_redis_down_for_a_while_loses_no_page(
     assert set(counts) == {(p.url, p.fetched_at) for p in before + during}
     assert set(counts.values()) == {1}  # transactions: exactly one decision per page
     assert all(d.verdict is Verdict.UNIQUE for d in reader.decisions)
+
+
+def test_a_backlog_in_small_batches_survives_redis_going_down(
+    setup: Callable[..., Setup], redis_server: RedisServer
+) -> None:
+    """A backlog in batches of 5: each batch commits while the next is decided. Redis stops
+    mid-backlog, so a decide fails with a commit in flight: that commit lands or is rewound
+    with the rest, and every page still ends with exactly one decision."""
+    s = setup(redis_url=redis_server.url, batch_max_records="5")
+    pages = [page(f"https://b.example/{i}", text(500 + i), 100.0 + i) for i in range(1500)]
+    produce_pages(s.bootstrap, s.pages, pages)
+    reader = s.reader()
+    with worker_thread(s.config) as worker:
+        reader.read_until(lambda records: len(records) >= 100)
+        redis_server.pause()
+        try:
+            deadline = time.monotonic() + 20
+            while worker.metrics.value("neardup_worker_backend_retries_total") < 2:
+                assert time.monotonic() < deadline, "worker never noticed redis was down"
+                time.sleep(0.05)
+        finally:
+            redis_server.resume()
+        reader.wait_for_pages(pages, timeout=120)
+        reader.settle(1.0)
+        overlapped = worker.metrics.value("neardup_worker_overlapped_commits_total")
+    reader.close()
+    assert overlapped > 0, "no commit ran while the next batch was decided"
+    counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
+    assert set(counts) == {(p.url, p.fetched_at) for p in pages}
+    assert set(counts.values()) == {1}  # transactions: exactly one decision per page
+    assert all(d.verdict is Verdict.UNIQUE for d in reader.decisions)

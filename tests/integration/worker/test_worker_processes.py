@@ -67,13 +67,23 @@ def committed_offsets(s: Setup, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
+@pytest.mark.parametrize("batch", [1000, 10])
 def test_sigterm_finishes_the_batch_commits_and_exits_0(
-    setup: Callable[..., Setup], spawn: Callable[..., WorkerProcess], redis_server: RedisServer
+    batch: int,
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    redis_server: RedisServer,
 ) -> None:
     """Mid-stream SIGTERM: exit 0; decisions published == pages committed, exactly; a restarted
-    worker then decides the rest with no page decided twice."""
+    worker then decides the rest with no page decided twice. In batches of 10 the stream is a
+    backlog, so the stop finds a commit in flight and must land it first."""
     port = free_port()
-    s = setup(redis_url=redis_server.url, partitions=2, metrics_port=str(port))
+    s = setup(
+        redis_url=redis_server.url,
+        partitions=2,
+        metrics_port=str(port),
+        batch_max_records=str(batch),
+    )
     pages = family_stream(seed=1, families=40, members=3, singles=480)
     reader = s.reader()
     worker = spawn(s.env)
@@ -84,6 +94,9 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
         assert worker.terminate() == 0, worker.log_text()
     for name in ("pages_total", "decisions_total", "probe_seconds", "consumer_lag"):
         assert f"neardup_worker_{name}" in metrics
+    overlapped = re.search(r"^neardup_worker_overlapped_commits_total (\S+)$", metrics, re.M)
+    assert overlapped is not None
+    assert (float(overlapped.group(1)) > 0) == (batch == 10)
     assert "worker stopped" in worker.log_text()
     committed = committed_offsets(s, 2)
     topic = TopicReader(s.bootstrap, s.pages)
@@ -107,9 +120,10 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
     check_against_oracle(reader.decisions, pages)
 
 
-@pytest.mark.parametrize("backend", ["redis", "cluster"])
+@pytest.mark.parametrize(("backend", "batch"), [("redis", 1000), ("cluster", 1000), ("redis", 10)])
 def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
     backend: str,
+    batch: int,
     setup: Callable[..., Setup],
     spawn: Callable[..., WorkerProcess],
     request: pytest.FixtureRequest,
@@ -120,14 +134,14 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
 
     Redis is paused just before the kill (every node of the cluster), so the worker dies inside
     ``engine.decide`` with its batch partly written to Redis and not committed to Kafka: the
-    restart replays it."""
+    restart replays it. In batches of 10 (a backlog) the kill may also cut a commit in flight."""
     if backend == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         servers, url, cluster = [server], server.url, "0"
     else:
         nodes: RedisCluster = request.getfixturevalue("redis_cluster")
         servers, url, cluster = list(nodes.nodes), nodes.url, "1"
-    s = setup(redis_url=url, redis_cluster=cluster, partitions=2)
+    s = setup(redis_url=url, redis_cluster=cluster, partitions=2, batch_max_records=str(batch))
     pages = family_stream(seed=2, families=60, members=4, singles=360)
     reader = s.reader()
     worker = spawn(s.env)
@@ -156,9 +170,10 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
         assert ids.size == len(pages) == np.unique(ids).size, f"table {table} has duplicates"
 
 
-@pytest.mark.parametrize("backend", ["redis", "cluster"])
+@pytest.mark.parametrize(("backend", "batch"), [("redis", 50), ("cluster", 50), ("redis", 8)])
 def test_a_group_of_workers_ends_with_the_earliest_wins_answer(
     backend: str,
+    batch: int,
     setup: Callable[..., Setup],
     spawn: Callable[..., WorkerProcess],
     request: pytest.FixtureRequest,
@@ -166,12 +181,13 @@ def test_a_group_of_workers_ends_with_the_earliest_wins_answer(
     """Workers in one group race on families spread over hosts and partitions, and the group
     rebalances mid-stream (a third worker joins, then the first leaves on SIGTERM): after
     corrections every page's final verdict is the oracle's, no original is a later page; on
-    one Redis and on a 3-node Redis Cluster."""
+    one Redis and on a 3-node Redis Cluster. In batches of 8 the workers mostly run a backlog,
+    so partitions are revoked while commits are in flight."""
     if backend == "redis":
         url, cluster = request.getfixturevalue("redis_server").url, "0"
     else:
         url, cluster = request.getfixturevalue("redis_cluster").url, "1"
-    s = setup(redis_url=url, redis_cluster=cluster, partitions=4, batch_max_records="50")
+    s = setup(redis_url=url, redis_cluster=cluster, partitions=4, batch_max_records=str(batch))
     pages = family_stream(seed=3, families=120, members=5, singles=400)
     workers = [spawn(s.env | {"NEARDUP_WORKER_ID": f"w{i}"}) for i in range(2)]
     for worker in workers:
