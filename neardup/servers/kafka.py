@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, Self
@@ -184,6 +185,18 @@ class KafkaBroker:
         proc.stop()
         self._proc = None
         raise StackError(message)
+
+    def pause(self) -> None:
+        """SIGSTOP the broker: clients wait and time out as if it were unreachable; its topics,
+        offsets and groups are kept (tests of a broker outage)."""
+        if self._proc is None or not self.running:
+            raise StackError(f"tansu broker on {self.bootstrap} is not running")
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused broker (harmless on a running one)."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGCONT)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the broker (SIGTERM, then SIGKILL); its memory storage is gone afterwards."""

@@ -23,7 +23,7 @@ from worker_helpers import (
 )
 
 from dedup_worker.contract.messages import Verdict
-from neardup.stack import RedisCluster, RedisServer
+from neardup.stack import KafkaBroker, RedisCluster, RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -215,3 +215,31 @@ def test_a_backlog_in_small_batches_survives_redis_going_down(
     assert set(counts) == {(p.url, p.fetched_at) for p in pages}
     assert set(counts.values()) == {1}  # transactions: exactly one decision per page
     assert all(d.verdict is Verdict.UNIQUE for d in reader.decisions)
+
+
+def test_a_broker_stall_mid_backlog_loses_no_page(
+    setup: Callable[..., Setup], redis_server: RedisServer, kafka_broker: KafkaBroker
+) -> None:
+    """The broker stops answering for 3 s while the worker runs a backlog in batches of 5 (so a
+    commit is in flight when it stops): the commit waits it out, nothing is lost or doubled."""
+    s = setup(redis_url=redis_server.url, batch_max_records="5")
+    pages = [page(f"https://k.example/{i}", text(4000 + i), 100.0 + i) for i in range(1500)]
+    produce_pages(s.bootstrap, s.pages, pages)
+    reader = s.reader()
+    with worker_thread(s.config) as worker:
+        reader.read_until(lambda records: len(records) >= 100)
+        kafka_broker.pause()
+        try:
+            time.sleep(3)
+            stalled_at = worker.metrics.value("neardup_worker_pages_total")
+        finally:
+            kafka_broker.resume()
+        reader.wait_for_pages(pages, timeout=120)
+        reader.settle(1.0)
+        overlapped = worker.metrics.value("neardup_worker_overlapped_commits_total")
+    reader.close()
+    assert stalled_at < len(pages), "the backlog was done before the broker stopped"
+    assert overlapped > 0, "no commit ran while the next batch was decided"
+    counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
+    assert set(counts) == {(p.url, p.fetched_at) for p in pages}
+    assert set(counts.values()) == {1}  # transactions: exactly one decision per page
