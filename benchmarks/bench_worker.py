@@ -39,16 +39,18 @@ from _corpus import documents
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import NewTopic
 
+from dedup_worker.core.text import content_checksum
 from neardup.stack import KafkaBroker, RedisServer
 
 logger = logging.getLogger(__name__)
 
 
-def page_bodies(count: int) -> list[bytes]:
+def page_bodies(count: int, checksums: bool = False) -> list[bytes]:
     """``count`` distinct 900-word page messages (halves of corpus documents recombined).
 
     ``fetched_at`` is left as a ``%FETCHED%`` placeholder so the latency phase can stamp the
-    send time without re-encoding the page.
+    send time without re-encoding the page. With ``checksums`` each page carries its
+    ``checksum`` as the crawler sends it; without, the worker computes it (~16 us a page).
     """
     docs = documents(max(200, count // 20))
     halves = [(d[: len(d) // 2], d[len(d) // 2 :]) for d in docs]
@@ -67,6 +69,8 @@ def page_bodies(count: int) -> list[bytes]:
             "outlinks": [],
             "depth": 1,
         }
+        if checksums:
+            page["checksum"] = content_checksum(page["text"])
         bodies.append(json.dumps(page).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%'))
     return [b.encode() for b in bodies]
 
@@ -157,7 +161,7 @@ def throughput(
     broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
 ) -> float:
     pages, decisions = create_topics(broker, f"throughput{run}", args.partitions)
-    bodies = page_bodies(args.count)
+    bodies = page_bodies(args.count, args.checksums)
     producer = _producer(broker, linger_ms=20)
     for i, body in enumerate(bodies):
         producer.produce(pages, stamp(body, 1_000_000 + i / 1000), key_of(i))
@@ -197,7 +201,7 @@ def latency(
     pages, decisions = create_topics(broker, f"latency{run}", args.partitions)
     WARM_UNTIL[0] = float("inf")
     total = args.rate * (args.warmup + args.seconds)
-    bodies = page_bodies(total)
+    bodies = page_bodies(total, args.checksums)
     reader = decision_reader(broker, decisions, args.partitions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / f"latency{run}.log")
     delays: list[tuple[float, float]] = []  # (send -> decided_at, decided_at -> read)
@@ -315,6 +319,11 @@ def main() -> None:
         help="words per feature; with 1, the synthetic Zipf corpus puts ~5%% of all page pairs "
         "within k=3 (common words dominate the vote), an unrealistic flood of near-duplicates",
     )
+    parser.add_argument(
+        "--checksums",
+        action="store_true",
+        help="pages carry their checksum, as the crawler sends them (else the worker computes it)",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--keep-logs", type=Path, help="copy the worker logs here")
@@ -342,7 +351,7 @@ def main() -> None:
 def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
     label = (
         f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
-        f"shingle={args.shingle} partitions={args.partitions}"
+        f"shingle={args.shingle} partitions={args.partitions} checksums={args.checksums}"
     )
     rates: list[float] = []
     tails: list[float] = []
