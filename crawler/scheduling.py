@@ -359,9 +359,18 @@ class CancellableDownloadHandler(HTTP11DownloadHandler):
 
     async def download_request(self, request: Any) -> Any:
         if request.meta.get(LINK_META):
-            ledger = _LEDGERS.get(self._crawler)
-            if ledger is not None and not ledger.start_fetch(request.url):
-                seen_for(self._crawler).release(request.url)  # another page may still want it
-                self._crawler.stats.inc_value("dedup/requests_cancelled")
-                raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
+            self._going_out(request)
         return await super().download_request(request)
+
+    def _going_out(self, request: Any) -> None:
+        """A decision's outlink leaves: drop it if a correction cancelled it, unless a page of
+        another process wanted it meanwhile (that process filtered it as seen)."""
+        seen = seen_for(self._crawler)
+        ledger = _LEDGERS.get(self._crawler)
+        if ledger is None or ledger.start_fetch(request.url):
+            seen.sent(request.url)
+        elif seen.release_unwanted(request.url):  # un-claimed: another page may still want it
+            self._crawler.stats.inc_value("dedup/requests_cancelled")
+            raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
+        else:
+            self._crawler.stats.inc_value("dedup/requests_kept_wanted_elsewhere")

@@ -7,6 +7,16 @@ odds at a billion URLs), kept in one Redis set per crawl, ``neardup:crawl:<id>:s
 a crawl leaves the set in place, so a resumed crawl (same ``NEARDUP_CRAWL_ID``) skips what it
 already fetched. Without Redis the set lives in process memory.
 
+A decision's outlinks are claimed *in flight* (also in ``neardup:crawl:<id>:inflight``) until
+the request goes out. A failed claim of a URL in flight marks it *wanted elsewhere*
+(``neardup:crawl:<id>:wanted``) in the same atomic step. A process that cancels a link because
+its source page was corrected to a duplicate un-claims it only when nobody else wanted it
+(:meth:`CrawlSeen.release_unwanted`); otherwise it fetches it after all. Without the mark, a
+page of another process that linked to the URL after the claim would lose its link: that
+process had already filtered it as seen. Whichever comes first, the mark or the release, the
+link is fetched once. Requests that went out leave both sets with the next claim (batched), so
+they hold the crawl frontier, not the crawl.
+
 As in scrapy-redis, :class:`SeenFilter` plugs into Scrapy's scheduler as ``DUPEFILTER_CLASS``.
 The scheduling extension claims a decision's outlinks in one round trip
 (:meth:`CrawlSeen.claim_many`); the scheduler's own per-request check then finds them in the
@@ -47,12 +57,20 @@ def seen_key(crawl_id: str) -> str:
 
 
 class SeenStore(Protocol):
-    """Set of fingerprints: ``add_many`` returns, per item, whether it was new."""
+    """The crawl's claimed URLs (fingerprints), and the decision outlinks still in flight.
+
+    ``add_many``: claim; per item, whether it was new. ``claim_many``: the same for outlinks,
+    which stay in flight until ``done`` reports them sent; an item already claimed and still
+    in flight is marked wanted elsewhere. ``release_unwanted``: un-claim a cancelled outlink
+    unless it is so marked (True if un-claimed). ``remove``: un-claim, whatever the marks."""
 
     def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
+    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]: ...
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
     def remove(self, fingerprint: bytes) -> None: ...
+    def release_unwanted(self, fingerprint: bytes) -> bool: ...
     def size(self) -> int: ...
+    def in_flight(self) -> tuple[int, int]: ...
     def close(self) -> None: ...
 
 
@@ -61,6 +79,8 @@ class MemorySeenStore:
 
     def __init__(self) -> None:
         self._members: set[bytes] = set()
+        self._in_flight: set[bytes] = set()
+        self._wanted: set[bytes] = set()
 
     def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         fresh = []
@@ -69,17 +89,78 @@ class MemorySeenStore:
             self._members.add(fp)
         return fresh
 
+    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
+        self._in_flight.difference_update(done)
+        self._wanted.difference_update(done)
+        fresh = self.add_many(fingerprints)
+        for fp, new in zip(fingerprints, fresh, strict=True):
+            if new:
+                self._in_flight.add(fp)
+            elif fp in self._in_flight:
+                self._wanted.add(fp)
+        return fresh
+
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         return [fp in self._members for fp in fingerprints]
 
     def remove(self, fingerprint: bytes) -> None:
+        for members in (self._members, self._in_flight, self._wanted):
+            members.discard(fingerprint)
+
+    def release_unwanted(self, fingerprint: bytes) -> bool:
+        self._in_flight.discard(fingerprint)
+        if fingerprint in self._wanted:
+            self._wanted.discard(fingerprint)
+            return False
         self._members.discard(fingerprint)
+        return True
 
     def size(self) -> int:
         return len(self._members)
 
+    def in_flight(self) -> tuple[int, int]:
+        return len(self._in_flight), len(self._wanted)
+
     def close(self) -> None:
         pass
+
+
+#: KEYS[1] seen set, KEYS[2] in-flight set, KEYS[3] wanted set; ARGV[1] = n, ARGV[2..n+1] =
+#: fingerprints of outlinks that went out (they leave KEYS[2] and KEYS[3]), the rest =
+#: fingerprints to claim. Per claim: 1 if this call claimed it (now in flight), else 0, and
+#: the fingerprint is marked wanted if it is still in flight.
+CLAIM_SCRIPT = """
+local done = tonumber(ARGV[1])
+for i = 2, done + 1 do
+  redis.call('SREM', KEYS[2], ARGV[i])
+  redis.call('SREM', KEYS[3], ARGV[i])
+end
+local out = {}
+for i = done + 2, #ARGV do
+  local fp = ARGV[i]
+  if redis.call('SADD', KEYS[1], fp) == 1 then
+    redis.call('SADD', KEYS[2], fp)
+    out[#out + 1] = 1
+  else
+    if redis.call('SISMEMBER', KEYS[2], fp) == 1 then
+      redis.call('SADD', KEYS[3], fp)
+    end
+    out[#out + 1] = 0
+  end
+end
+return out
+"""
+
+#: KEYS as CLAIM_SCRIPT; ARGV[1] = a cancelled outlink's fingerprint. It leaves the in-flight
+#: set; if it was wanted elsewhere it stays claimed (0: fetch it), else it is un-claimed (1).
+RELEASE_UNWANTED_SCRIPT = """
+redis.call('SREM', KEYS[2], ARGV[1])
+if redis.call('SREM', KEYS[3], ARGV[1]) == 1 then
+  return 0
+end
+redis.call('SREM', KEYS[1], ARGV[1])
+return 1
+"""
 
 
 class RedisSeenStore:
@@ -88,6 +169,9 @@ class RedisSeenStore:
     def __init__(self, client: Any, key: str) -> None:
         self._client = client
         self.key = key
+        self._keys = [key, f"{key}:inflight", f"{key}:wanted"]
+        self._claim = client.register_script(CLAIM_SCRIPT)
+        self._release_unwanted = client.register_script(RELEASE_UNWANTED_SCRIPT)
 
     @classmethod
     def from_url(cls, url: str, crawl_id: str) -> Self:
@@ -104,6 +188,12 @@ class RedisSeenStore:
             pipe.sadd(self.key, fp)
         return [bool(added) for added in pipe.execute()]
 
+    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
+        if not fingerprints and not done:
+            return []
+        args = [len(done), *done, *fingerprints]
+        return [bool(new) for new in self._claim(keys=self._keys, args=args)]
+
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         found: list[bool] = []
         for start in range(0, len(fingerprints), 10_000):  # bounded replies, bounded stalls
@@ -112,10 +202,20 @@ class RedisSeenStore:
         return found
 
     def remove(self, fingerprint: bytes) -> None:
-        self._client.srem(self.key, fingerprint)
+        pipe = self._client.pipeline(transaction=False)
+        for key in self._keys:
+            pipe.srem(key, fingerprint)
+        pipe.execute()
+
+    def release_unwanted(self, fingerprint: bytes) -> bool:
+        return bool(self._release_unwanted(keys=self._keys, args=[fingerprint]))
 
     def size(self) -> int:
         return int(self._client.scard(self.key))
+
+    def in_flight(self) -> tuple[int, int]:
+        """(outlinks claimed and not yet sent, those of them wanted elsewhere)."""
+        return int(self._client.scard(self._keys[1])), int(self._client.scard(self._keys[2]))
 
     def close(self) -> None:
         self._client.close()
@@ -135,12 +235,14 @@ class CrawlSeen:
         self._preclaimed: set[bytes] = set()
         self._known: set[bytes] = set()
         self._known_limit = known_limit
+        self._sent: list[bytes] = []  # outlinks that went out, reported with the next claim
 
     def claim_many(self, urls: Sequence[str]) -> list[bool]:
         """Claim URLs for this process; True where nobody had claimed the URL before."""
         fps = [url_fingerprint(url) for url in urls]
         unknown = list(dict.fromkeys(fp for fp in fps if fp not in self._known))
-        answers = dict(zip(unknown, self.store.add_many(unknown), strict=True))
+        sent, self._sent = self._sent, []
+        answers = dict(zip(unknown, self.store.claim_many(unknown, sent), strict=True))
         self._preclaimed.update(fp for fp, new in answers.items() if new)
         self._remember(answers)
         # A URL listed twice is fresh only the first time.
@@ -164,12 +266,31 @@ class CrawlSeen:
             return False
         return not self.store.add_many([fp])[0]
 
+    def sent(self, url: str) -> None:
+        """A claimed outlink went out: it stops being in flight (with the next claim)."""
+        self._sent.append(url_fingerprint(url))
+
+    def flush(self) -> None:
+        """Report the outlinks sent since the last claim (at the end of the crawl)."""
+        if self._sent:
+            self.claim_many([])
+
     def release(self, url: str) -> None:
         """Un-claim a URL that was claimed but will not be fetched, so others may schedule it."""
+        fp = self._forget(url)
+        self.store.remove(fp)
+
+    def release_unwanted(self, url: str) -> bool:
+        """Un-claim a cancelled link unless another page wanted it after the claim (then it
+        must be fetched after all: that page's process filtered it as seen). True if released."""
+        fp = self._forget(url)
+        return self.store.release_unwanted(fp)
+
+    def _forget(self, url: str) -> bytes:
         fp = url_fingerprint(url)
         self._preclaimed.discard(fp)
         self._known.discard(fp)
-        self.store.remove(fp)
+        return fp
 
 
 _SEEN: WeakKeyDictionary[Any, CrawlSeen] = WeakKeyDictionary()
@@ -191,7 +312,10 @@ def seen_for(crawler: Any) -> CrawlSeen:
 def _close_seen(crawler: Any) -> None:
     seen = _SEEN.pop(crawler, None)
     if seen is not None:
-        seen.store.close()
+        try:
+            seen.flush()
+        finally:
+            seen.store.close()
 
 
 def crawl_id_of(crawler: Any) -> str:

@@ -3,7 +3,9 @@
 A scripted worker (this test, reading the real ``pages`` topic and writing real decisions)
 makes the home page's outlinks followed, then corrects the home page to a near-duplicate while
 those links still wait for their turn (one request per 0.6 s per host): they must be
-dropped, and released from the shared seen set so that another page may still schedule them.
+dropped, and released from the shared seen set so that another page may still schedule them;
+unless a page of another crawler process wanted them meanwhile (and found them claimed): then
+they are fetched after all.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sites.manifest import manifest
 from sites.server import SiteServer
 
-from crawler.seen import seen_key, url_fingerprint
+from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
+from neardup.stack import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -110,4 +113,57 @@ def test_a_correction_drops_the_links_still_waiting(
     articles = [u for u in truth["unique"] if "/articles/" in u and u.count("/") == 4]
     claimed = [redis_client.sismember(key, url_fingerprint(u)) for u in articles]
     assert sum(claimed) == len(fetched)  # the cancelled ones were released
+    in_flight = RedisSeenStore(redis_client, key).in_flight()
+    assert in_flight == (0, 0), in_flight  # what went out or was cancelled left the sets
     assert "'finish_reason': 'finished'" in log
+
+
+def test_a_cancelled_link_that_another_process_wanted_is_fetched_after_all(
+    site_server: SiteServer, crawl_env: Env, redis_server: RedisServer
+) -> None:
+    """As above, but a second crawler process (this test, through the same seen set) links to
+    every article the home page claimed, finds them claimed and filters them: the correction
+    must not cancel them, or nobody would fetch them."""
+    truth = manifest(site_server)
+    home = truth["seeds"]["main"]
+    articles = [u for u in truth["unique"] if "/articles/" in u and u.count("/") == 4]
+    crawl_id = crawl_env.vars["NEARDUP_CRAWL_ID"]
+    other = CrawlSeen(RedisSeenStore.from_url(redis_server.url, crawl_id))
+    wanted: set[str] = set()
+    done = threading.Event()
+
+    def other_process() -> None:
+        probe = RedisSeenStore.from_url(redis_server.url, crawl_id)
+        while not done.is_set() and len(wanted) < len(articles):
+            claimed = probe.contains_many([url_fingerprint(u) for u in articles])
+            fresh = [u for u, c in zip(articles, claimed, strict=True) if c and u not in wanted]
+            if fresh:
+                assert other.claim_many(fresh) == [False] * len(fresh)
+                wanted.update(fresh)
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=other_process, daemon=True)
+    watcher.start()
+    worker = ScriptedWorker(crawl_env, home)
+    worker.start()
+    slow = {
+        "AUTOTHROTTLE_ENABLED": "False",
+        "DOWNLOAD_DELAY": "0.6",
+        "RANDOMIZE_DOWNLOAD_DELAY": "False",
+        "NEARDUP_DECISION_TIMEOUT": "20",
+    }
+    crawler = crawl_env.crawler("slow", home, **slow)
+    try:
+        wait_all(crawl_env, [crawler], timeout=60)
+    finally:
+        worker.stop.set()
+        done.set()
+        watcher.join(5)
+    log = crawl_env.log("slow", 10**6)
+    fetched = {url for url in site_server.fetched() if "/articles/" in url}
+    assert len(wanted) == 8, wanted
+    assert wanted <= fetched, wanted - fetched  # nobody else would fetch them
+    assert stats_line(log, "dedup/corrections") == 1
+    assert stats_line(log, "dedup/requests_cancelled") == 0
+    assert stats_line(log, "dedup/requests_kept_wanted_elsewhere") >= 5
+    assert other.store.in_flight() == (0, 0)

@@ -13,7 +13,7 @@ from crawl_helpers import read_topic
 from kafka import KafkaProducer
 
 from crawler.kafka_io import PagePublisher
-from crawler.seen import CrawlSeen, RedisSeenStore, seen_key
+from crawler.seen import CrawlSeen, MemorySeenStore, RedisSeenStore, seen_key
 from neardup.stack import KafkaBroker, RedisServer
 
 pytestmark = pytest.mark.integration
@@ -48,6 +48,68 @@ def test_two_processes_sharing_a_crawl_claim_each_url_once(
     assert resumed.request_seen("http://A.test:80/7#x")
     resumed.release("http://a.test/7")
     assert not resumed.request_seen("http://a.test/7")
+
+
+def _processes(redis_server: RedisServer | None, crawl: str) -> tuple[CrawlSeen, CrawlSeen]:
+    """Two crawler processes' views of one crawl's seen set (Redis, or one shared memory)."""
+    if redis_server is None:
+        store = MemorySeenStore()
+        return CrawlSeen(store), CrawlSeen(store)
+    return (
+        CrawlSeen(RedisSeenStore.from_url(redis_server.url, crawl)),
+        CrawlSeen(RedisSeenStore.from_url(redis_server.url, crawl)),
+    )
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_cancelled_link_another_process_wanted_is_kept(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A claims a link; B's page links to it too and finds it seen; A's source page is then
+    corrected to a duplicate. A must fetch the link after all: B filtered it."""
+    server = request.getfixturevalue("redis_server") if backend == "redis" else None
+    a, b = _processes(server, f"wanted-{backend}")
+    assert a.claim_many(["http://a.test/x", "http://a.test/y"]) == [True, True]
+    assert b.claim_many(["http://a.test/x"]) == [False]
+    assert not a.release_unwanted("http://a.test/x")  # wanted elsewhere: kept, fetch it
+    assert a.release_unwanted("http://a.test/y")  # nobody else wanted it: un-claimed
+    assert a.contains_many(["http://a.test/x", "http://a.test/y"]) == [True, False]
+    assert b.claim_many(["http://a.test/y"]) == [True]  # now free for whoever wants it
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_link_released_before_another_process_wants_it_is_claimed_again(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The other order: A cancels (and un-claims) first, then B's page links to it: B claims
+    and schedules it. Either way the link is fetched exactly once."""
+    server = request.getfixturevalue("redis_server") if backend == "redis" else None
+    a, b = _processes(server, f"released-{backend}")
+    assert a.claim_many(["http://a.test/x"]) == [True]
+    assert a.release_unwanted("http://a.test/x")
+    assert b.claim_many(["http://a.test/x"]) == [True]
+    assert a.claim_many(["http://a.test/x"]) == [False]  # and A's next page finds B's claim
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_the_in_flight_marks_hold_the_frontier_not_the_crawl(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Outlinks that went out leave the in-flight and wanted sets with the next claim; a URL
+    wanted after it went out is not marked (nothing can cancel it any more)."""
+    server = request.getfixturevalue("redis_server") if backend == "redis" else None
+    a, b = _processes(server, f"frontier-{backend}")
+    urls = [f"http://a.test/{i}" for i in range(3)]
+    assert a.claim_many(urls) == [True] * 3
+    assert b.claim_many(urls[:2]) == [False] * 2
+    assert a.store.in_flight() == (3, 2)
+    for url in urls:
+        a.sent(url)
+    a.flush()
+    assert a.store.in_flight() == (0, 0)
+    assert b.claim_many([f"{urls[2]}?again", *urls[2:]]) == [True, False]
+    assert a.store.in_flight() == (1, 0)  # only the new one
+    assert a.store.size() == 4
 
 
 class Pump:
