@@ -3,7 +3,8 @@
 The worker reacts to three kinds of failure, and only these cross the adapter boundary:
 
 - ``BackendUnavailable``: the broker cannot be reached or answered "not now" (retriable);
-  the worker aborts, rewinds the batch and retries it after a backoff.
+  the worker aborts, rewinds the batch and retries it after a backoff (a transaction's commit
+  first retries its own call, see ``DecisionProducer.commit``).
 - ``OwnershipLost``: the group moved our partitions (commit refused after a rebalance); the
   batch's pages are redelivered to their new owner, so the worker just drops the batch.
 - ``BrokerError``: anything retrying will not fix (fenced producer, bad topic, no permission).

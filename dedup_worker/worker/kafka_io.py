@@ -1,4 +1,4 @@
-"""Thin confluent-kafka adapters for the worker: the pages consumer, the decisions producer, topics.
+"""Thin confluent-kafka adapters for the worker: the pages consumer, topics, shared settings.
 
 Why librdkafka (confluent-kafka) and not kafka-python here: kafka-python builds and parses every
 record in pure Python, about 100 us of the worker's one core per page; librdkafka does it in C on
@@ -6,7 +6,8 @@ its own threads, which is what lets one worker process reach its 10k pages/s tar
 keeps kafka-python (it publishes ~200 pages/s per process); both speak the same wire protocol and
 partition keys the same way (murmur2, as the Java client).
 
-Errors are translated at this boundary (``kafka_errors``): see :mod:`kafka_errors`.
+The decisions producer is in :mod:`kafka_producer`. Errors are translated at this boundary
+(``kafka_errors``): see :mod:`kafka_errors`.
 librdkafka's own log lines go to this module's logger (child ``librdkafka``).
 """
 
@@ -17,11 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from dedup_worker.errors import BackendUnavailable, NeardupError
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.kafka_errors import (
     BrokerError,
@@ -35,16 +35,17 @@ _client_logger = logger.getChild("librdkafka")
 
 __all__ = [
     "BrokerError",
-    "DecisionProducer",
     "Offsets",
     "OwnershipLost",
     "PageConsumer",
     "Partition",
     "Record",
+    "client_settings",
     "ensure_topics",
     "first_offsets",
     "next_offsets",
     "offsets_text",
+    "topic_partitions",
 ]
 
 #: (topic, partition)
@@ -70,7 +71,7 @@ class Record:
     value: bytes | None
 
 
-def _common(config: WorkerConfig) -> dict[str, Any]:
+def client_settings(config: WorkerConfig) -> dict[str, Any]:
     return {
         "bootstrap.servers": config.kafka_bootstrap,
         "client.id": f"dedup-worker-{config.worker_id}",
@@ -92,7 +93,7 @@ def _log_client_error(error: KafkaError) -> None:
 def ensure_topics(config: WorkerConfig) -> list[str]:
     """Create the worker's missing topics; returns the ones created."""
     topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
-    admin = AdminClient(_common(config))
+    admin = AdminClient(client_settings(config))
     with kafka_errors("listing topics"):
         existing = set(admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics)
     missing = [t for t in topics if t not in existing]
@@ -132,7 +133,7 @@ class PageConsumer:
         fetch_max = max(52_428_800, config.max_message_bytes)
         self._consumer = Consumer(
             {
-                **_common(config),
+                **client_settings(config),
                 "group.id": config.group_id,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -214,7 +215,7 @@ class PageConsumer:
     def commit(self, offsets: Offsets) -> None:
         """Commit synchronously (used when transactions are off)."""
         with kafka_errors("committing offsets"):
-            done = self._consumer.commit(offsets=_partitions(offsets), asynchronous=False)
+            done = self._consumer.commit(offsets=topic_partitions(offsets), asynchronous=False)
         for tp in done or ():
             if tp.error is not None:
                 raise translate_error(tp.error, "committing offsets")
@@ -250,7 +251,7 @@ def _record(message: Message) -> Record:
     )
 
 
-def _partitions(offsets: Offsets) -> list[TopicPartition]:
+def topic_partitions(offsets: Offsets) -> list[TopicPartition]:
     return [TopicPartition(topic, part, offset) for (topic, part), offset in offsets.items()]
 
 
@@ -278,130 +279,6 @@ def _nothing() -> None:
 
 def _log_change(change: str, partitions: list[Partition]) -> None:
     logger.info("partitions %s: %s", change, [f"{t}[{p}]" for t, p in partitions])
-
-
-# ---- the decisions producer ---------------------------------------------------------------------
-
-
-class DecisionProducer:
-    """Produces decisions and dead letters: transactional when possible, else idempotent.
-
-    ``transactional`` is decided at start-up: ``on`` requires transactions, ``off`` never uses
-    them, ``auto`` tries ``init_transactions`` and falls back to an idempotent producer.
-    Delivery failures are collected by the delivery callback and raised by ``flush``; in a
-    transaction librdkafka also fails ``commit_transaction``.
-    """
-
-    def __init__(self, config: WorkerConfig) -> None:
-        self._config = config
-        self.transactional = config.transactional != "off"
-        self._delivery_error: KafkaError | None = None
-        self._producer = self._connect()
-        self._in_transaction = False
-
-    def _connect(self) -> Producer:
-        if not self.transactional:
-            return self._new_producer(None)
-        try:
-            return self._transactional_producer()
-        except NeardupError as exc:
-            if self._config.transactional == "on":
-                raise
-            logger.warning("Kafka transactions unavailable (%s); using idempotent producer", exc)
-            self.transactional = False
-            return self._new_producer(None)
-
-    def _transactional_producer(self) -> Producer:
-        producer = self._new_producer(self._config.transactional_id)
-        with kafka_errors("initialising Kafka transactions"):
-            producer.init_transactions(REQUEST_TIMEOUT_S)
-        logger.info("transactional producer %s ready", self._config.transactional_id)
-        return producer
-
-    def _new_producer(self, transactional_id: str | None) -> Producer:
-        settings: dict[str, Any] = {
-            **_common(self._config),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-            "batch.size": 1 << 20,
-            "message.max.bytes": min(1_000_000_000, self._config.max_message_bytes),
-            # Kafka's default partitioning (murmur2 of the key, as the Java client and
-            # kafka-python), so a host's decisions land where other clients expect them.
-            "partitioner": "murmur2_random",
-            "on_delivery": self._delivered,
-        }
-        if transactional_id is not None:
-            settings["transactional.id"] = transactional_id
-        return Producer(settings)
-
-    def _delivered(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None and self._delivery_error is None:
-            self._delivery_error = error
-
-    def warm_up(self, topics: Sequence[str]) -> None:
-        """Fetch the topics' metadata now, so the first batch does not wait for it."""
-        with kafka_errors("reading topic metadata"):
-            for topic in topics:
-                self._producer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
-
-    def begin(self) -> None:
-        self._delivery_error = None
-        if self.transactional:
-            with kafka_errors("beginning a transaction"):
-                self._producer.begin_transaction()
-            self._in_transaction = True
-
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        """Queue one record; waits (serving delivery reports) while the local queue is full."""
-        while True:
-            try:
-                self._producer.produce(topic, value, key)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as exc:
-                raise translate_error(exc.args[0], f"producing to {topic}") from exc
-
-    def commit(self, offsets: Offsets, group_metadata: Any) -> None:
-        """Transactional: commit the batch's records together with its offsets."""
-        with kafka_errors("committing the transaction"):
-            self._producer.send_offsets_to_transaction(
-                _partitions(offsets), group_metadata, REQUEST_TIMEOUT_S
-            )
-            self._producer.commit_transaction(REQUEST_TIMEOUT_S)
-        self._in_transaction = False
-
-    def flush(self) -> None:
-        """Non-transactional: wait until every record is acknowledged (or raise)."""
-        with kafka_errors("flushing decisions"):
-            left = self._producer.flush(REQUEST_TIMEOUT_S)
-        if self._delivery_error is not None:
-            raise translate_error(self._delivery_error, "delivering decisions")
-        if left:
-            raise BackendUnavailable(f"flushing decisions: {left} records not acknowledged")
-
-    def abort(self) -> None:
-        """Abort the open transaction. A producer that cannot reach the broker to abort is
-        replaced (the new one's ``init_transactions`` aborts what the old one left open); one
-        that failed for good (fenced) is left alone: the caller's error ends the worker."""
-        if not self._in_transaction:
-            return
-        self._in_transaction = False
-        try:
-            with kafka_errors("aborting the transaction"):
-                self._producer.abort_transaction(REQUEST_TIMEOUT_S)
-        except BackendUnavailable as exc:
-            logger.warning("abort failed (%s); replacing the producer", exc)
-            self._producer.flush(1)
-            self._producer = self._transactional_producer()
-        except NeardupError as exc:
-            logger.error("abort failed: %s", exc)
-
-    def close(self) -> None:
-        left = self._producer.flush(10)
-        if left:
-            logger.warning("producer closed with %d records not acknowledged", left)
 
 
 def offsets_text(offsets: Mapping[Partition, int]) -> str:

@@ -26,7 +26,8 @@ from dedup_worker.core.sketch import DEFAULT_SKETCH, RECOMMENDED_FEATURES
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.config import WorkerConfig, load_config
-from dedup_worker.worker.kafka_io import DecisionProducer, PageConsumer, ensure_topics
+from dedup_worker.worker.kafka_io import PageConsumer, ensure_topics
+from dedup_worker.worker.kafka_producer import DecisionProducer
 from dedup_worker.worker.metrics import InstrumentedIndex, WorkerMetrics
 from dedup_worker.worker.service import Worker
 

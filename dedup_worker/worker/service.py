@@ -30,13 +30,15 @@ finishes before step 5, so the consumer is never used by two threads at once. Un
 load every step runs in order in this thread: a batch commits before the next poll, so the
 next batch takes the pages that arrived meanwhile.
 
-Failures: ``BackendUnavailable`` (Redis or Kafka unreachable) anywhere in 3-6 waits for a
-commit in flight, aborts the open transaction, seeks the consumer back to the first offsets of
-everything not committed (this batch, a prefetched one, and a handed-over one whose commit
-failed) and sleeps an exponential, capped backoff before polling (the same records) again; the
-consumer keeps polling between attempts, so it stays in its group however long the outage
-lasts. ``OwnershipLost`` (a rebalance refused our commit, or ran during the prefetch) does the
-same without the backoff: the partitions' owner processes the records again.
+Failures: a commit retries a retriable Kafka failure in place for up to ``COMMIT_RETRY_S``
+(an abort could undo a commit the broker completes later). ``BackendUnavailable`` (Redis or
+Kafka unreachable) anywhere in 3-6 waits for a commit in flight, aborts the open transaction,
+seeks the consumer back to the first offsets of everything not committed (this batch, a
+prefetched one, and a handed-over one whose commit failed) and sleeps an exponential, capped
+backoff before polling (the same records) again; the consumer keeps polling between attempts,
+so it stays in its group however long the outage lasts. ``OwnershipLost`` (a rebalance refused
+our commit, or ran during the prefetch) does the same without the backoff: the partitions'
+owner processes the records again.
 
 Rebalances: the rebalance callbacks run inside a poll (in whichever thread polls). Before
 partitions are revoked, the callback waits for a commit in flight, so their next owner starts
@@ -72,7 +74,6 @@ from dedup_worker.worker.batching import (
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.intake import Intake, record_fields
 from dedup_worker.worker.kafka_io import (
-    DecisionProducer,
     Offsets,
     OwnershipLost,
     PageConsumer,
@@ -81,6 +82,7 @@ from dedup_worker.worker.kafka_io import (
     next_offsets,
     offsets_text,
 )
+from dedup_worker.worker.kafka_producer import DecisionProducer
 from dedup_worker.worker.metrics import WorkerMetrics
 from dedup_worker.worker.reporting import BatchReporter
 

@@ -243,3 +243,31 @@ def test_a_broker_stall_mid_backlog_loses_no_page(
     counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
     assert set(counts) == {(p.url, p.fetched_at) for p in pages}
     assert set(counts.values()) == {1}  # transactions: exactly one decision per page
+
+
+def test_a_broker_outage_longer_than_a_request_timeout_publishes_each_page_once(
+    setup: Callable[..., Setup], redis_server: RedisServer, kafka_broker: KafkaBroker
+) -> None:
+    """The broker stops answering for 40 s, past the 30 s a commit call waits, with a commit in
+    flight. The worker retries the commit instead of aborting it: the broker completes the first
+    attempt once it is back, and an abort plus a redone batch would publish it twice (aborting
+    instead doubled a batch's 5 decisions in 2 of 4 runs of this test)."""
+    s = setup(redis_url=redis_server.url, batch_max_records="5")
+    pages = [page(f"https://o.example/{i}", text(9000 + i), 100.0 + i) for i in range(1500)]
+    produce_pages(s.bootstrap, s.pages, pages)
+    reader = s.reader()
+    with worker_thread(s.config) as worker:
+        reader.read_until(lambda records: len(records) >= 100)
+        kafka_broker.pause()
+        try:
+            time.sleep(40)
+            stalled_at = worker.metrics.value("neardup_worker_pages_total")
+        finally:
+            kafka_broker.resume()
+        reader.wait_for_pages(pages, timeout=180)
+        reader.settle(2.0)
+    reader.close()
+    assert stalled_at < len(pages), "the backlog was done before the broker stopped"
+    counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
+    assert set(counts) == {(p.url, p.fetched_at) for p in pages}
+    assert set(counts.values()) == {1}, Counter(counts.values())
