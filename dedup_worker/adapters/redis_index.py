@@ -39,7 +39,13 @@ from dedup_worker.adapters.redis_client import (
 )
 from dedup_worker.adapters.redis_lua import DELETE, PROBE_INSERT
 from dedup_worker.core.design import Design
-from dedup_worker.core.index_api import TOMBSTONE, Matches, U64Array
+from dedup_worker.core.index_api import (
+    TOMBSTONE,
+    Matches,
+    U64Array,
+    agrees_on_a_key,
+    check_radius,
+)
 from dedup_worker.errors import IndexError_
 
 logger = logging.getLogger(__name__)
@@ -52,6 +58,8 @@ class RedisIndex:
 
     ``namespace`` separates independent indexes on one Redis; its metadata pins the design, k,
     ``version_tag`` and ``ttl``, and a later start with other values fails with ConfigError.
+    ``radius`` is the search radius (``HammingIndex.k``; default the design's k): a query-time
+    setting, not part of the stored layout.
     ``expected_n`` sizes buckets (~8 entries each); ``shard_bits`` sets 2**shard_bits shards per
     table (more spread on a cluster, more Lua calls per batch). Both are fixed when the
     namespace is created; later instances adopt the stored layout. Thread-safe.
@@ -67,9 +75,11 @@ class RedisIndex:
         expected_n: int = 1_000_000,
         shard_bits: int = 4,
         ttl: int | None = None,
+        radius: int | None = None,
     ) -> None:
         check_binary(client)
         self.design = design
+        self._radius = check_radius(radius, design.k)
         self._client = client
         self.url = describe(client)
         wanted = rl.plan_layout(design, namespace, version_tag, expected_n, shard_bits, ttl or 0)
@@ -82,7 +92,7 @@ class RedisIndex:
 
     @property
     def k(self) -> int:
-        return self.design.k
+        return self._radius
 
     def __len__(self) -> int:
         with translated(self.url):
@@ -171,7 +181,12 @@ class RedisIndex:
         return [call.counter_key], [mode, str(self.layout.ttl), count, *call.args(fps, ids)]
 
     def _decode(self, plans: list[rl.TablePlan], replies: list[Any], fps: U64Array) -> Matches:
-        """Candidates of every table, filtered to distance <= k, one row per (query, entry)."""
+        """Matches of every table (distance <= k, agreeing on a key), one row per (query, entry).
+
+        A bucket holds every entry that agrees with the query on its table's key bits, and
+        maybe others (bucket bits may be fewer than key bits): the key rule drops those, so
+        the matches do not depend on the layout.
+        """
         parts: list[Matches] = []
         start = 0
         for plan in plans:
@@ -197,8 +212,11 @@ class RedisIndex:
         rows = rl.expand_ranges(starts, lens)
         query = np.repeat(plan.positions, lens)
         cand = stored_fps[rows]
-        dist = np.bitwise_count(np.bitwise_xor(fps[query], cand)).astype(np.int8)
+        diff = np.bitwise_xor(fps[query], cand)
+        dist = np.bitwise_count(diff).astype(np.int8)
         near = dist <= self.k
+        if self.k > self.design.k:  # within the design's k, every near entry agrees on a key
+            near[near] = agrees_on_a_key(diff[near], self.design.key_masks)
         return Matches(query[near], stored_ids[rows][near], cand[near], dist[near])
 
     def _delete_chunk(self, fps: U64Array, ids: U64Array) -> int:

@@ -30,11 +30,15 @@ MAX_BUCKET_BITS = 22
 def all_pairs(
     fingerprints: U64Array, k: int, design: Design | None = None
 ) -> tuple[I64Array, I64Array, I8Array]:
-    """Every pair (i, j, distance) with i < j and distance <= k, sorted by (i, j)."""
+    """Every pair (i, j, distance) with i < j and distance <= k, sorted by (i, j).
+
+    With a ``design`` for a smaller k, the pairs within k that agree on some table's key bits
+    (the index's matching rule, see ``index_api.HammingIndex``): all of them up to design.k.
+    """
     values = np.ascontiguousarray(fingerprints, dtype=np.uint64)
     if design is None:
         design = plan(max(values.size, 1), k).design()
-    if design.k != k:
+    if design.k > k:
         raise ValueError(f"design is for k={design.k}, asked for k={k}")
     parts_i, parts_j, parts_d = [], [], []
     ceiling = min(MAX_BUCKET_BITS, max(0, int(np.ceil(np.log2(max(values.size, 1))))))

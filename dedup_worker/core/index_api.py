@@ -13,6 +13,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dedup_worker.core.design import MAX_K
+from dedup_worker.errors import ConfigError
+
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
 I8Array = npt.NDArray[np.int8]
@@ -23,7 +26,7 @@ TOMBSTONE = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 @dataclass(frozen=True)
 class Matches:
-    """Stored entries within distance k of each query, sorted by (query, distance, id)."""
+    """Stored entries matching each query, sorted by (query, distance, id)."""
 
     query: I64Array
     id: U64Array
@@ -78,15 +81,26 @@ class Matches:
 
 
 class HammingIndex(Protocol):
-    """Exact Hamming-distance search over 64-bit fingerprints with caller-chosen ids."""
+    """Hamming-distance search over 64-bit fingerprints with caller-chosen ids.
+
+    A match is a stored entry within distance ``k`` (the search radius) of the query that agrees
+    with it exactly on the key bits of at least one table of the design. The tables make that
+    rule complete up to ``design.k`` (pigeonhole): every entry that near is found. Between
+    ``design.k`` and ``k`` an entry is found when its differing bits spare one table's key,
+    which the planner reports per distance (``planner.coverage``). The rule depends on the
+    design and the radius only, never on a backend's buckets, so every backend returns the same
+    matches.
+    """
 
     @property
-    def k(self) -> int: ...
+    def k(self) -> int:
+        """The search radius (at least the design's k)."""
+        ...
 
     def __len__(self) -> int: ...
 
     def query(self, fingerprints: U64Array) -> Matches:
-        """Entries within distance k of each fingerprint; nothing is inserted."""
+        """The matches of each fingerprint (see the class doc); nothing is inserted."""
         ...
 
     def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
@@ -102,3 +116,21 @@ class HammingIndex(Protocol):
     def delete(self, fingerprints: U64Array, ids: U64Array) -> int:
         """Remove the given entries; returns how many were present."""
         ...
+
+
+def check_radius(radius: int | None, design_k: int) -> int:
+    """The search radius of an index over a design for ``design_k`` (default: ``design_k``)."""
+    value = design_k if radius is None else radius
+    if not design_k <= value <= MAX_K:
+        raise ConfigError(
+            f"search radius must be between the table design's k ({design_k}) and {MAX_K}, "
+            f"got {value}"
+        )
+    return value
+
+
+def agrees_on_a_key(diff: U64Array, key_masks: U64Array) -> npt.NDArray[np.bool_]:
+    """For each XOR of a query and an entry: do they agree on some table's key bits?"""
+    if diff.size == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(((diff[:, None] & key_masks[None, :]) == 0).any(axis=1))

@@ -23,7 +23,14 @@ import numpy as np
 from dedup_worker.core import _hamming_kernel as hk
 from dedup_worker.core.batch import all_pairs
 from dedup_worker.core.design import Design
-from dedup_worker.core.index_api import TOMBSTONE, I64Array, Matches, U64Array
+from dedup_worker.core.index_api import (
+    TOMBSTONE,
+    I64Array,
+    Matches,
+    U64Array,
+    agrees_on_a_key,
+    check_radius,
+)
 from dedup_worker.errors import IndexError_
 
 logger = logging.getLogger(__name__)
@@ -59,10 +66,14 @@ class _Tail:
 
 
 class InMemoryIndex:
-    """Exact Hamming search in process memory (``HammingIndex``); single-threaded by design."""
+    """Hamming search in process memory (``HammingIndex``); single-threaded by design.
 
-    def __init__(self, design: Design) -> None:
+    ``radius`` (default: the design's k) is the search radius ``k`` of the interface.
+    """
+
+    def __init__(self, design: Design, radius: int | None = None) -> None:
         self.design = design
+        self._radius = check_radius(radius, design.k)
         self._segments = [table.segments for table in design.tables]
         self._inverse = [table.inverse_segments for table in design.tables]
         self._runs: list[_Run] = []
@@ -71,7 +82,7 @@ class InMemoryIndex:
 
     @property
     def k(self) -> int:
-        return self.design.k
+        return self._radius
 
     def __len__(self) -> int:
         return self._live
@@ -219,6 +230,9 @@ class InMemoryIndex:
             return Matches.empty()
         tail_f, tail_i = self._tail.arrays()
         q, j, d = hk.scan_all(queries, tail_f, self.k)
+        if self.k > self.design.k:  # within the design's k, every near entry agrees on a key
+            keep = agrees_on_a_key(queries[q] ^ tail_f[j], self.design.key_masks)
+            q, j, d = q[keep], j[keep], d[keep]
         return Matches.build(q, tail_i[j], tail_f[j], d)
 
     def _delete_from_tail(self, fps: U64Array, ids: U64Array) -> int:

@@ -36,6 +36,11 @@ def register(commands: Any) -> None:
     )
     planner.add_argument("-n", type=float, required=True, help="expected number of fingerprints")
     planner.add_argument("-k", type=int, default=3, help="maximum Hamming distance (default 3)")
+    planner.add_argument(
+        "--radius",
+        type=int,
+        help="search radius beyond k: also report the share of pairs found at each distance",
+    )
     planner.add_argument("--max-candidates", type=float, help="bound on candidates per probe")
     planner.add_argument("--max-bytes", type=float, help="bound on index bytes per fingerprint")
     planner.set_defaults(handler=run_plan)
@@ -72,7 +77,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from dedup_worker.errors import ConfigError
 
     try:
-        chosen = plan(int(args.n), args.k, args.max_candidates, args.max_bytes)
+        chosen = plan(int(args.n), args.k, args.max_candidates, args.max_bytes, args.radius)
     except ConfigError as exc:
         return _fail(str(exc))
     print(chosen.explain())

@@ -32,17 +32,25 @@ REDIS_BACKENDS: list[Any] = BACKENDS[1:]
 
 @dataclass
 class Oracle:
-    """Brute-force reference semantics: a set of (fingerprint, id) entries."""
+    """Brute-force reference semantics: a set of (fingerprint, id) entries.
+
+    ``key_masks`` (a design's tables' key bits) applies the rule of a search radius beyond the
+    design's k: an entry matches only if it also agrees with the query on some table's key.
+    """
 
     k: int
     entries: list[tuple[int, int]] = field(default_factory=list)
+    key_masks: tuple[int, ...] = ()
 
     def _near(self, fp: int, q: int) -> set[Row]:
         return {
             (q, i, f, (f ^ fp).bit_count())
             for f, i in self.entries
-            if (f ^ fp).bit_count() <= self.k
+            if (f ^ fp).bit_count() <= self.k and self._agrees(f ^ fp)
         }
+
+    def _agrees(self, diff: int) -> bool:
+        return not self.key_masks or any(diff & mask == 0 for mask in self.key_masks)
 
     def query(self, fps: np.ndarray) -> set[Row]:
         rows: set[Row] = set()

@@ -27,7 +27,7 @@ from index_helpers import (
 from dedup_worker.core.design import build_design
 from dedup_worker.core.index_api import TOMBSTONE
 from dedup_worker.core.memory_index import InMemoryIndex
-from dedup_worker.errors import IndexError_
+from dedup_worker.errors import ConfigError, IndexError_
 
 U64 = np.uint64
 
@@ -113,6 +113,55 @@ def test_probe_insert_matches_oracle(
         assert rows(index.query(fps)) == oracle.query(fps)
 
     check()
+
+
+#: (design k, splits, search radius): radii beyond the design's k.
+RADIUS_DESIGNS = [(1, (2,), 3), (3, (4,), 5), (3, (4,), 8), (4, (6,), 6), (2, (3, 3), 4)]
+
+
+@pytest.mark.parametrize(
+    ("backend", "k", "splits", "radius"),
+    [
+        pytest.param(
+            b if isinstance(b, str) else b.values[0], *d,
+            marks=() if isinstance(b, str) else b.marks,
+            id=f"{b if isinstance(b, str) else b.values[0]}-k{d[0]}-{d[1]}-r{d[2]}",
+        )
+        for b in BACKENDS
+        for d in RADIUS_DESIGNS
+    ],
+)  # fmt: skip
+def test_radius_beyond_design_k_matches_oracle(
+    backend: str, k: int, splits: tuple[int, ...], radius: int, make_index: IndexFactory
+) -> None:
+    """Same matches on every backend and layout: within the radius and agreeing on a key."""
+
+    @_settings(backend)
+    @given(
+        seed=st.integers(0, 2**32 - 1),
+        shape=st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(0, 40)),
+        cuts=st.lists(st.integers(0, 200), max_size=3),
+        layout=LAYOUTS,
+    )
+    def check(seed: int, shape: tuple[int, int, int], cuts: list[int], layout: Any) -> None:
+        rng = np.random.default_rng(seed)
+        fps, ids = planted(rng, *shape, k=radius)
+        design = build_design(k, splits)
+        index = make_index(design, radius=radius, **_options(backend, layout))
+        assert index.k == radius
+        oracle = Oracle(radius, key_masks=tuple(int(m) for m in design.key_masks))
+        for batch_fps, batch_ids in split(fps, ids, cuts):
+            assert rows(index.probe_insert(batch_fps, batch_ids)) == oracle.probe_insert(
+                batch_fps, batch_ids
+            )
+        assert rows(index.query(fps)) == oracle.query(fps)
+
+    check()
+
+
+def test_radius_below_design_k_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="search radius"):
+        InMemoryIndex(build_design(3, (4,)), radius=2)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
