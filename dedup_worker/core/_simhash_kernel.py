@@ -267,6 +267,52 @@ def _majority(counts: np.ndarray, total: int) -> np.uint64:
     return fingerprint
 
 
+@njit(cache=True)
+def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scratch space of ``cap_votes`` for segments of up to ``longest`` bytes (empty if no cap).
+
+    (keys, counts, stamps): an open-addressing table of at least twice as many slots as a
+    segment can have features, reused across segments by stamping slots with the segment.
+    """
+    size = 1
+    while tf_cap > 0 and size < longest + 2:
+        size <<= 1
+    return np.zeros(size, np.uint64), np.zeros(size, np.int64), np.full(size, -1, np.int64)
+
+
+@njit(cache=True, inline="always")
+def cap_votes(
+    features: np.ndarray,
+    n: int,
+    tf_cap: int,
+    table: tuple[np.ndarray, np.ndarray, np.ndarray],
+    stamp: int,
+) -> int:
+    """Keep only the first ``tf_cap`` occurrences of each feature in features[:n] (in place);
+    returns the count kept. A feature's vote weight is then min(tf, cap): the most frequent
+    words (function words, navigation) cannot outvote the rest, so the fingerprints of pages
+    in one language do not crowd together (README, "Detection quality")."""
+    if tf_cap <= 0:
+        return n
+    keys, counts, stamps = table
+    mask = U64(keys.size - 1)
+    kept = 0
+    for i in range(n):
+        h = U64(features[i])
+        slot = h & mask  # features are mixed hashes: low bits are uniform
+        while stamps[slot] == stamp and keys[slot] != h:
+            slot = (slot + U64(1)) & mask
+        if stamps[slot] != stamp:
+            stamps[slot] = stamp
+            keys[slot] = h
+            counts[slot] = 0
+        counts[slot] += 1
+        if counts[slot] <= tf_cap:
+            features[kept] = features[i]
+            kept += 1
+    return kept
+
+
 @njit(cache=True, nogil=True)
 def simhash_segments(
     words: np.ndarray,
@@ -277,10 +323,12 @@ def simhash_segments(
     n_docs: int,
     shingle: int,
     stop_table: np.ndarray,
+    tf_cap: int = 0,
 ) -> np.ndarray:
     """Fingerprint ``n_docs`` documents given as weighted byte segments (grouped by doc).
 
     ``words`` is the text as an 8-byte aligned uint64 buffer with at least one spare word.
+    ``tf_cap`` > 0 limits each feature to that many votes per segment (``cap_votes``).
     """
     buf = words.view(np.uint8)
     out = np.zeros(n_docs, dtype=np.uint64)
@@ -288,6 +336,7 @@ def simhash_segments(
     for s in range(seg_start.size):
         longest = max(longest, seg_end[s] - seg_start[s])
     bounds = np.empty(longest + 2, dtype=np.int64)
+    table = cap_table(longest, tf_cap)
     counts = np.zeros(64, dtype=np.int64)
     s = 0
     while s < seg_start.size:
@@ -298,6 +347,7 @@ def simhash_segments(
             n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
             n = _word_hashes(words, bounds, n, stop_table)
             n = _shingles(bounds, n, shingle)
+            n = cap_votes(bounds, n, tf_cap, table, s)
             if seg_weight[s] > 0:
                 _vote(bounds, n, seg_weight[s], counts)
                 total += n * seg_weight[s]

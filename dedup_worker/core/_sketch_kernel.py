@@ -31,6 +31,8 @@ from dedup_worker.core._simhash_kernel import (
     _transitions,
     _vote,
     _word_hashes,
+    cap_table,
+    cap_votes,
     fmix64,
 )
 
@@ -197,6 +199,7 @@ def fingerprint_sketch_segments(
     stop_table: np.ndarray,
     log2_bins: int,
     bits: int,
+    tf_cap: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``simhash_segments``'s fingerprints plus an OPH sketch of each document's first segment.
 
@@ -213,6 +216,7 @@ def fingerprint_sketch_segments(
         longest = max(longest, seg_end[s] - seg_start[s])
     bounds = np.empty(longest + 2, dtype=np.int64)
     features = np.empty(longest + 2, dtype=np.int64)
+    table = cap_table(longest, tf_cap)
     counts = np.zeros(64, dtype=np.int64)
     mins = np.empty(m, dtype=np.uint64)
     dense = np.empty(m, dtype=np.uint64)
@@ -225,10 +229,11 @@ def fingerprint_sketch_segments(
         while s < seg_start.size and seg_doc[s] == doc:
             n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
             n = _word_hashes(words, bounds, n, _NO_STOP)
-            voters = _features(bounds, n, features, shingle, stop_table)
+            voters = _features(bounds, n, features, shingle, stop_table, tf_cap > 0)
+            kept = cap_votes(features, voters[0], tf_cap, table, s) if voters[1] else voters[0]
             if seg_weight[s] > 0:
-                _vote(features if voters[1] else bounds, voters[0], seg_weight[s], counts)
-                total += voters[0] * seg_weight[s]
+                _vote(features if voters[1] else bounds, kept, seg_weight[s], counts)
+                total += kept * seg_weight[s]
             if first:
                 _sketch_words(bounds, n, mins, dense, shift, bits, rows[doc])
                 first = False
@@ -239,14 +244,19 @@ def fingerprint_sketch_segments(
 
 @njit(cache=True, inline="always")
 def _features(
-    hashes: np.ndarray, n: int, out: np.ndarray, shingle: int, stop_table: np.ndarray
+    hashes: np.ndarray,
+    n: int,
+    out: np.ndarray,
+    shingle: int,
+    stop_table: np.ndarray,
+    copy: bool,
 ) -> tuple[int, bool]:
     """The simhash features of a segment's word hashes: (count, whether they are in ``out``).
 
-    Single words without stop-word removal vote straight from the word hashes (no copy); the
-    word hashes themselves stay intact for the sketch's 4-shingles.
+    Single words without stop-word removal vote straight from the word hashes (no copy) unless
+    ``copy``; the word hashes themselves stay intact for the sketch's 4-shingles.
     """
-    if shingle == 1 and stop_table.size == 0:
+    if shingle == 1 and stop_table.size == 0 and not copy:
         return n, False
     kept = 0
     for i in range(n):

@@ -34,19 +34,21 @@ class FeatureConfig:
 
     ``shingle`` words make one feature (1 = single words). Every occurrence votes, so the
     weight of a feature is its term frequency times the weight of the part it came from
-    (body 1, ``title_weight`` for the title, ``heading_weight`` for headings).
+    (body 1, ``title_weight`` for the title, ``heading_weight`` for headings). ``tf_cap`` > 0
+    counts at most that many occurrences of a feature per part (0: no cap).
     """
 
     shingle: int = 1
     title_weight: int = 2
     heading_weight: int = 1
     drop_stop_words: bool = False
+    tf_cap: int = 0
     stop_words: frozenset[str] = field(default=ENGLISH_STOP_WORDS, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.shingle <= 8:
             raise ConfigError(f"shingle must be 1..8 words, got {self.shingle}")
-        for name in ("title_weight", "heading_weight"):
+        for name in ("title_weight", "heading_weight", "tf_cap"):
             if not 0 <= getattr(self, name) <= 64:
                 raise ConfigError(f"{name} must be 0..64, got {getattr(self, name)}")
 
@@ -54,8 +56,10 @@ class FeatureConfig:
     def version_tag(self) -> str:
         """A short stable tag naming the fingerprint version and this configuration."""
         stop = "s" if self.drop_stop_words else "k"
+        cap = f"c{self.tf_cap}" if self.tf_cap else ""  # uncapped tags are those of before
         return (
-            f"f{FINGERPRINT_VERSION}w{self.shingle}t{self.title_weight}h{self.heading_weight}{stop}"
+            f"f{FINGERPRINT_VERSION}w{self.shingle}t{self.title_weight}h{self.heading_weight}"
+            f"{stop}{cap}"
         )
 
 
@@ -132,6 +136,7 @@ class Fingerprinter:
             len(starts) if n_docs is None else n_docs,
             self.config.shingle,
             self._stop_table,
+            self.config.tf_cap,
         )
         return result
 

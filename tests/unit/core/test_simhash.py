@@ -45,10 +45,53 @@ def test_golden_fingerprints(
     assert to_hex(Fingerprinter(config).fingerprint(text, title, headings)) == expected
 
 
+# Term frequency capped (the default features): each word votes at most ``tf_cap`` times.
+GOLDEN_CAPPED = [
+    ("", 1, "0000000000000000"),
+    ("The quick brown fox jumps over the lazy dog.", 1, "00493106184161b1"),
+    ("The quick brown fox jumps over the lazy dog.", 4, "524b7326184767b5"),  # = uncapped
+    ("the the the the the the cat the the mat the the", 1, "5add63e61de452a6"),
+    ("the the the the the the cat the the mat the the", 4, "5a4b53e6154757b4"),
+]
+
+
+@pytest.mark.parametrize(("text", "cap", "expected"), GOLDEN_CAPPED)
+def test_golden_capped_fingerprints(text: str, cap: int, expected: str) -> None:
+    config = FeatureConfig(shingle=1, title_weight=0, tf_cap=cap)
+    assert to_hex(Fingerprinter(config).fingerprint(text, "a title that does not vote")) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "eps"]), min_size=1),
+    cap=st.integers(1, 6),
+    extra=st.integers(1, 5),
+)
+def test_occurrences_beyond_the_cap_do_not_vote(words: list[str], cap: int, extra: int) -> None:
+    """Repeating a word that already occurs ``cap`` times changes nothing; with no cap it
+    adds weight (the oracle for the cap is the uncapped fingerprint of the capped text)."""
+    capped = Fingerprinter(FeatureConfig(shingle=1, title_weight=0, tf_cap=cap))
+    plain = Fingerprinter(FeatureConfig(shingle=1, title_weight=0))
+    kept, seen = [], dict.fromkeys(words, 0)
+    for word in words:
+        seen[word] += 1
+        if seen[word] <= cap:
+            kept.append(word)
+    text = " ".join(words)
+    assert capped.fingerprint(text) == plain.fingerprint(" ".join(kept))
+    saturated = [w for w, count in seen.items() if count >= cap]
+    if saturated:
+        longer = text + (" " + saturated[0]) * extra
+        assert capped.fingerprint(longer) == capped.fingerprint(text)
+
+
 def test_version_tag_names_version_and_config() -> None:
     assert FINGERPRINT_VERSION == 1
     assert FeatureConfig().version_tag.startswith("f1")
     assert FeatureConfig(shingle=2).version_tag != FeatureConfig(shingle=3).version_tag
+    # A cap names itself; configurations without one keep the tags they always had.
+    assert FeatureConfig(shingle=1, title_weight=0, tf_cap=4).version_tag == "f1w1t0h1kc4"
+    assert FeatureConfig(shingle=2, title_weight=0).version_tag == "f1w2t0h1k"
 
 
 def test_same_fingerprint_in_a_fresh_process() -> None:
