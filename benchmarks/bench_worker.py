@@ -115,8 +115,10 @@ def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str
         "NEARDUP_BATCH_MAX_WAIT_MS": str(args.wait_ms),
         "NEARDUP_EXPECTED_PAGES": str(max(args.count, args.rate * (args.seconds + args.warmup))),
         "NEARDUP_WORKER_ID": pages,
-        "NEARDUP_SHINGLE": str(args.shingle),
     }
+    for name, value in (("SHINGLE", args.shingle), ("TF_CAP", args.tf_cap), ("K", args.k)):
+        if value is not None:
+            env[f"NEARDUP_{name}"] = str(value)
     binary = Path(sys.executable).parent / "dedup-worker"
     return subprocess.Popen([str(binary)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
@@ -157,6 +159,36 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
     )
 
 
+class Candidates:
+    """Candidates the index proposed per page, and the share the sketch rejected (false
+    candidates: earlier pages within k whose resemblance is under the threshold)."""
+
+    def __init__(self) -> None:
+        self.pages = self.proposed = self.rejected = 0
+        self.verdicts: dict[str, int] = {}
+
+    def add(self, messages: list[Any]) -> None:
+        for message in messages:
+            decision = json.loads(message.value())
+            if decision.get("corrects"):
+                continue
+            evidence = decision.get("evidence", {})
+            self.pages += 1
+            self.proposed += int(evidence.get("candidates", 0))
+            self.rejected += int(evidence.get("rejected_by_sketch", 0))
+            verdict = decision["verdict"]
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+
+    def report(self) -> str:
+        per_page = self.proposed / max(self.pages, 1)
+        false_rate = self.rejected / max(self.proposed, 1)
+        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(self.verdicts.items()))
+        return (
+            f"candidates examined: {per_page:.2f} per page, {false_rate:.1%} of them false "
+            f"(rejected by the sketch); verdicts: {verdicts}"
+        )
+
+
 def throughput(
     broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
 ) -> float:
@@ -174,6 +206,7 @@ def throughput(
     pids = {**SERVERS, "worker": worker.pid, "this script": os.getpid()}
     meter = None
     seen, first, last = 0, 0.0, 0.0
+    candidates = Candidates()
     try:
         while seen < args.count:
             batch = read_some(reader, 0.2)
@@ -184,8 +217,10 @@ def throughput(
                     meter = CpuMeter(pids)
                 seen += len(batch)
                 last = now
+                candidates.add(batch)
         if meter is not None:
             print(f"  CPU from the first decision to the last, % of one core: {meter.report()}")
+        print(f"  {candidates.report()}")
     finally:
         worker.terminate()
         worker.wait(30)
@@ -315,10 +350,11 @@ def main() -> None:
     parser.add_argument(
         "--shingle",
         type=int,
-        default=2,
-        help="words per feature; with 1, the synthetic Zipf corpus puts ~5%% of all page pairs "
-        "within k=3 (common words dominate the vote), an unrealistic flood of near-duplicates",
+        help="words per feature (default: the worker's); with 1 and --tf-cap 0, the synthetic "
+        "Zipf corpus puts ~5%% of all page pairs within k=3 (common words outvote the rest)",
     )
+    parser.add_argument("--tf-cap", type=int, help="the worker's NEARDUP_TF_CAP (default: its own)")
+    parser.add_argument("--k", type=int, help="the worker's NEARDUP_K (default: its own)")
     parser.add_argument(
         "--checksums",
         action="store_true",
@@ -351,7 +387,8 @@ def main() -> None:
 def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
     label = (
         f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
-        f"shingle={args.shingle} partitions={args.partitions} checksums={args.checksums}"
+        f"shingle={args.shingle or 'default'} tf_cap={args.tf_cap} k={args.k} "
+        f"partitions={args.partitions} checksums={args.checksums}"
     )
     rates: list[float] = []
     tails: list[float] = []

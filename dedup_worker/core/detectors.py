@@ -10,6 +10,11 @@ A detector is named by a spec string, ``name[:key=value,...]``, e.g.
 ``hybrid:k=5,bins=256,bits=4,threshold=0.86`` or ``simhash:shingle=4,k=3``.
 Every run returns all candidate pairs up to the largest distance of the curves, so one run
 gives the whole precision/recall-per-k curve.
+
+``tables=K`` (with optional ``blocks=R``) mirrors the worker's index: candidates beyond K must
+also agree on the key bits of a table of the design for K (``R`` blocks, default the planner's
+choice for a million pages), exactly the matching rule of ``index_api.HammingIndex``.
+Without it every pair within k is a candidate, as if the tables were complete up to k.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ import numpy.typing as npt
 
 from dedup_worker.core import _quality_kernel as qk
 from dedup_worker.core import quality
+from dedup_worker.core.design import Design, build_design
+from dedup_worker.core.index_api import agrees_on_a_key
+from dedup_worker.core.planner import plan
 from dedup_worker.core.quality import Pairs
 from dedup_worker.core.simhash import Document, FeatureConfig
 from dedup_worker.core.sketch import (
@@ -45,9 +53,11 @@ logger = logging.getLogger(__name__)
 BoolArray = npt.NDArray[np.bool_]
 F64Array = npt.NDArray[np.float64]
 
-_FEATURE_KEYS = {"shingle", "title_weight", "heading_weight", "drop_stop_words"}
+_FEATURE_KEYS = {"shingle", "title_weight", "heading_weight", "drop_stop_words", "tf_cap"}
 _SKETCH_KEYS = {"log2_bins", "bits", "threshold", "short_shingles", "short_threshold"}
 _SUPER_KEYS = {"groups", "size", "match"}
+#: Index size the planner designs ``tables=K`` for when no ``blocks`` are given.
+PLANNED_PAGES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,17 @@ class Spec:
     supers: SuperShingleConfig = field(default_factory=SuperShingleConfig)
     #: minhash only: also require the full MinHash estimate to reach this (0 = no check).
     verify: float = 0.0
+    #: The index tables' own k (-1: complete up to k) and their block count (0: planner's).
+    tables: int = -1
+    blocks: int = 0
+
+    def design(self) -> Design | None:
+        """The table design candidates must agree with beyond its k (None: no such rule)."""
+        if self.kind == "minhash" or self.tables < 0 or self.tables >= self.k:
+            return None
+        if self.blocks:
+            return build_design(self.tables, (self.blocks,))
+        return plan(PLANNED_PAGES, self.tables).design()
 
     @property
     def bytes_per_page(self) -> int:
@@ -110,7 +131,7 @@ def _group(key: str) -> str:
             return name
     if key in _SUPER_KEYS:
         return "supers"
-    if key in ("k", "verify"):
+    if key in ("k", "verify", "tables", "blocks"):
         return "top"
     raise ConfigError(f"unknown detector setting {key!r}")
 
@@ -125,6 +146,8 @@ class Run:
     accepted: BoolArray
     similarity: F64Array | None
     seconds: float
+    #: Each page's simhash (None for minhash).
+    fingerprints: npt.NDArray[np.uint64] | None = None
 
     def matched(self, k: int | None = None) -> Pairs:
         """The pairs the detector reports at distance <= k (its own k by default)."""
@@ -147,13 +170,45 @@ def run(spec: Spec, documents: Sequence[Document], limit: int = 12) -> Run:
         fps = sketcher.fingerprinter.fingerprint_many(documents)
     seconds = time.perf_counter() - started
     pairs = quality.hamming_pairs(fps, max(limit, spec.k))
+    design = spec.design()
+    if design is not None:
+        diff = fps[pairs.left] ^ fps[pairs.right]
+        pairs = pairs.where((pairs.value <= design.k) | agrees_on_a_key(diff, design.key_masks))
     if spec.kind == "simhash":
-        return Run(spec, pairs, np.ones(len(pairs), dtype=bool), None, seconds)
+        return Run(spec, pairs, np.ones(len(pairs), dtype=bool), None, seconds, fps)
     similarity = estimate_rows(rows, pairs.left, pairs.right)
     counts = row_counts(rows)
     shorter = np.minimum(counts[pairs.left], counts[pairs.right])
     accepted = accepts_many(similarity, shorter, spec.sketch)
-    return Run(spec, pairs, accepted, similarity, seconds)
+    return Run(spec, pairs, accepted, similarity, seconds, fps)
+
+
+def positives_by_distance(
+    fingerprints: npt.NDArray[np.uint64], positives: Pairs, found: Pairs
+) -> dict[str, dict[int, int]]:
+    """Where the true near-duplicates lie under a fingerprint, and which ones a run finds.
+
+    ``pairs``: positive pairs per Hamming distance. ``pages``: positive pages (an earlier page
+    is their near-duplicate) per distance to their nearest earlier positive partner, the one a
+    detector has to reach. ``found_pages``: of those, the pages the run predicts.
+    """
+    left, right = positives.left, positives.right
+    dist = np.bitwise_count(fingerprints[left] ^ fingerprints[right]).astype(np.int64)
+    nearest = np.full(fingerprints.size, 65, dtype=np.int64)
+    np.minimum.at(nearest, right, dist)
+    positive = nearest <= 64
+    predicted = np.zeros(fingerprints.size, dtype=bool)
+    predicted[found.right] = True
+
+    def histogram(values: npt.NDArray[np.int64]) -> dict[int, int]:
+        counts = np.bincount(values, minlength=1)
+        return {d: int(c) for d, c in enumerate(counts.tolist()) if c}
+
+    return {
+        "pairs": histogram(dist),
+        "pages": histogram(nearest[positive]),
+        "found_pages": histogram(nearest[positive & predicted]),
+    }
 
 
 def _run_minhash(spec: Spec, documents: Sequence[Document]) -> Run:

@@ -48,9 +48,9 @@ class EngineSettings:
     """The decision rule's knobs (validated by the worker's config).
 
     The defaults are the measured winner of ``neardup eval`` (README, "Detection quality"):
-    single-word simhash without title weight finds candidates within k = 3, and a 132-byte
-    one-permutation MinHash sketch of word 4-shingles accepts a pair when the estimated
-    resemblance is >= 0.9. ``sketch=None`` turns verification off (fingerprint-only rule).
+    simhash candidates within ``k`` (the index's search radius), verified by a one-permutation
+    MinHash sketch of word 4-shingles that accepts a pair when the estimated resemblance
+    reaches the threshold. ``sketch=None`` turns verification off (fingerprint-only rule).
     """
 
     k: int = RECOMMENDED_K
@@ -60,6 +60,14 @@ class EngineSettings:
     novelty_weight: float = 0.7
     #: Depth at which the depth factor of the priority halves.
     depth_halflife: float = 4.0
+
+    @property
+    def version_tag(self) -> str:
+        """Names everything stored per page that this rule compares: the fingerprint's
+        configuration and, when verifying, the sketch format. Stored keys carry it, so data of
+        another configuration is never compared with this one's."""
+        tag = self.features.version_tag
+        return f"{tag}-{self.sketch.version_tag}" if self.sketch is not None else tag
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class DedupEngine:
         self.fingerprinter = Fingerprinter(self.settings.features)
         sketch = self.settings.sketch
         self.sketcher = Sketcher(sketch, self.settings.features) if sketch else None
-        self._version_tag = self.settings.features.version_tag  # a property; asked per page
+        self._version_tag = self.settings.version_tag  # a property; asked per page
         self.clock = clock
 
     def process(self, pages: Sequence[Page]) -> list[Decision]:

@@ -50,13 +50,11 @@ class SketchConfig:
     large share of them, so they need ``short_threshold`` instead.
     """
 
-    # The default is 256 one-bit bins (36 bytes with the header). On the real-document corpus
-    # (tools/build_corpus.py, 12k pages; single-word candidates) page-level precision/recall
-    # were 0.974/0.975, against 0.983/0.985 for 512 two-bit bins (132 bytes): both clear the
-    # 0.95/0.90 target, and the smaller sketch keeps a page's Redis footprint under 300
-    # bytes. More bins/bits: more accuracy, more memory (neardup eval measures any shape).
-    log2_bins: int = 8
-    bits: int = 1
+    # The default is 1024 two-bit bins (260 bytes with the header): the smallest shape whose
+    # error at the threshold separates 0.85 from 0.9 (``check_precision``) at the speed of
+    # the 36-byte sketch it replaced (README, "Detection quality", has the measurements).
+    log2_bins: int = 10
+    bits: int = 2
     # The estimator is unbiased, so the reference's own threshold balances precision and recall.
     threshold: float = 0.9
     # Off by default: a stricter rule for short pages traded recall for precision one for one.
@@ -85,17 +83,59 @@ class SketchConfig:
     def format_byte(self) -> int:
         return (self.log2_bins << 4) | (self.bits.bit_length() - 1)
 
+    @property
+    def version_tag(self) -> str:
+        """Names the stored sketch format (version and shape), e.g. ``s1b10x2``."""
+        return f"s{SKETCH_VERSION}b{self.log2_bins}x{self.bits}"
+
+    def standard_error(self, resemblance: float) -> float:
+        """One standard error of the estimate for pages of this resemblance, with all bins
+        sampled (pages of at least ``bins`` shingles; shorter pages sample fewer)."""
+        chance = 2.0**-self.bits
+        same = resemblance + (1.0 - resemblance) * chance  # P(a bin's b-bit values agree)
+        return float(np.sqrt(same * (1.0 - same) / self.bins) / (1.0 - chance))
+
+    def check_precision(self) -> None:
+        """Refuse a sketch that cannot tell the threshold t from t - (1 - t) / 2 (0.85 from
+        0.9): its standard error there must stay under a third of that gap, so that pairs that
+        far below the threshold pass verification only ~0.1% of the time."""
+        gap = (1.0 - self.threshold) / 2
+        error = self.standard_error(self.threshold - gap)
+        if gap > 0 and error > gap / 3:
+            passing = [
+                other
+                for log2 in range(4, 13)
+                for bits in (1, 2, 4, 8, 16)
+                if (other := SketchConfig(log2, bits, self.threshold)).standard_error(
+                    self.threshold - gap
+                )
+                <= gap / 3
+            ]
+            smallest = min(passing, key=lambda c: (c.nbytes, -c.bins), default=None)
+            wanted = (
+                f"{smallest.bins} bins of {smallest.bits} bit(s) ({smallest.nbytes} bytes)"
+                if smallest
+                else "a lower threshold"
+            )
+            raise ConfigError(
+                f"a sketch of {self.bins} bins of {self.bits} bit(s) is too small for the "
+                f"threshold {self.threshold:g}: at resemblance {self.threshold - gap:.3g} its "
+                f"estimate errs by +-{error:.3f} (one standard error), more than a third of the "
+                f"{gap:.3g} to the threshold; use at least {wanted}"
+            )
+
 
 DEFAULT_SKETCH = SketchConfig()
-#: Candidate generation for the hybrid detector: word pairs (2-shingles), body only (the
-#: reference compares body text), within this Hamming distance; then ``verify``. Single words
-#: found a few more duplicates (page recall 0.975 vs 0.930 on the real corpus) but pages of one
-#: language share their frequent words, so single-word fingerprints crowd together: 9e-4 of all
-#: real-corpus pairs (4% of a synthetic same-language corpus) fell within k = 3, three times
-#: the true duplicates, and every false candidate costs a record fetch. Word pairs cut that to
-#: about the true-pair rate.
-RECOMMENDED_FEATURES = FeatureConfig(shingle=2, title_weight=0)
-RECOMMENDED_K = 3
+#: Candidate generation for the hybrid detector: single words, body only (the reference
+#: compares body text), each word voting its term frequency capped at 4, within this Hamming
+#: distance; then ``verify``. Single words keep renderings, releases and one-edit short pages
+#: within a few bits (word pairs put them 4-12 bits apart); the cap keeps the frequent words
+#: of a language from outvoting the rest, which made uncapped single-word fingerprints crowd
+#: together (hundreds of candidates per page on a same-language corpus).
+RECOMMENDED_FEATURES = FeatureConfig(shingle=1, title_weight=0, tf_cap=4)
+#: Search radius, and the distance up to which the tables find every candidate (README).
+RECOMMENDED_K = 5
+RECOMMENDED_TABLES_K = 3
 
 
 class Sketcher:
@@ -142,6 +182,7 @@ class Sketcher:
             self.fingerprinter._stop_table,
             self.config.log2_bins,
             self.config.bits,
+            features.tf_cap,
         )
         return fps, rows
 

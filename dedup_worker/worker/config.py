@@ -20,11 +20,14 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
+from dedup_worker.core.sketch import SketchConfig
 from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "NEARDUP_"
+#: NEARDUP_TABLES_K when unset (or NEARDUP_K if smaller): README, "Detection quality".
+DEFAULT_TABLES_K = 3
 TransactionMode = Literal["auto", "on", "off"]
 LogFormat = Literal["text", "json"]
 MEMORY_BACKEND = "memory"
@@ -48,10 +51,14 @@ class WorkerConfig:
     dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
     group_id: str = "neardup-dedup"
     worker_id: str = ""  # "" means the host name
-    k: int = 3
-    shingle: int = 2
+    k: int = 5
+    tables_k: int = -1  # -1 means min(3, k)
+    shingle: int = 1
+    tf_cap: int = 4
     verify: bool = True  # check fingerprint candidates with the MinHash sketch
     verify_threshold: float = 0.9
+    sketch_bins: int = 1024
+    sketch_bits: int = 2
     batch_max_records: int = 1000
     batch_max_wait_ms: int = 50
     fetch_wait_ms: int = 5
@@ -74,6 +81,14 @@ class WorkerConfig:
     def memory_backend(self) -> bool:
         return self.redis_url == MEMORY_BACKEND
 
+    def sketch(self) -> SketchConfig:
+        """The verification sketch these settings describe."""
+        return SketchConfig(
+            log2_bins=self.sketch_bins.bit_length() - 1,
+            bits=self.sketch_bits,
+            threshold=self.verify_threshold,
+        )
+
     @property
     def transactional_id(self) -> str:
         """Stable per worker: a restarted worker with the same id fences its dead predecessor
@@ -86,7 +101,9 @@ class WorkerConfig:
             f"kafka={self.kafka_bootstrap} redis={self.redis_url}"
             f"{' (cluster)' if self.redis_cluster else ''} topics={self.pages_topic}->"
             f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
-            f"worker={self.worker_id} k={self.k} shingle={self.shingle} "
+            f"worker={self.worker_id} k={self.k} tables_k={self.tables_k} "
+            f"shingle={self.shingle} tf_cap={self.tf_cap} "
+            f"sketch={self.sketch_bins}x{self.sketch_bits if self.verify else 'off'} "
             f"batch={self.batch_max_records}/{self.batch_max_wait_ms}ms "
             f"transactional={self.transactional} namespace={self.index_namespace}"
         )
@@ -137,6 +154,32 @@ def _choice(*allowed: str, upper: bool = False) -> Parser:
         value = raw.strip().upper() if upper else raw.strip().lower()
         if value not in allowed:
             raise ConfigError(f"{source} must be one of {', '.join(allowed)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _power_of_two(low: int, high: int) -> Parser:
+    integer = _integer(low, high)
+
+    def parse(raw: str, source: str) -> int:
+        value: int = integer(raw, source)
+        if value & (value - 1):
+            raise ConfigError(f"{source} must be a power of two {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice_int(*allowed: int) -> Parser:
+    def parse(raw: str, source: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = -1
+        if value not in allowed:
+            names = ", ".join(map(str, allowed))
+            raise ConfigError(f"{source} must be one of {names}, got {raw!r}")
         return value
 
     return parse
@@ -215,14 +258,31 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("dlq_topic", _dlq, "dead-letter topic (default: <pages topic>.dlq)"),
     _Option("group_id", _name, "Kafka consumer group shared by all workers"),
     _Option("worker_id", _name, "id of this worker, stable across restarts (default: hostname)"),
-    _Option("k", _integer(0, 8), "Hamming distance at or below which pages are near-duplicates"),
+    _Option(
+        "k",
+        _integer(0, 8),
+        "Hamming distance at or below which earlier pages are near-duplicate candidates",
+    ),
+    _Option(
+        "tables_k",
+        _integer(0, 8),
+        "distance up to which the index tables find every candidate (default min(3, k)); "
+        "beyond it, up to k, those agreeing on one table's key bits (neardup plan --radius)",
+    ),
     _Option(
         "shingle",
         _integer(1, 8),
-        "words per simhash feature (default 2: word pairs; see README, detection quality)",
+        "words per simhash feature (default 1: single words; see README, detection quality)",
+    ),
+    _Option(
+        "tf_cap",
+        _integer(0, 64),
+        "votes a feature gets per page at most (its term frequency, capped; 0 = no cap)",
     ),
     _Option("verify", _boolean, "verify candidates by sketch resemblance (off: simhash only)"),
     _Option("verify_threshold", _number(0, 1), "resemblance a verified near-duplicate needs"),
+    _Option("sketch_bins", _power_of_two(16, 4096), "bins of the verification sketch"),
+    _Option("sketch_bits", _choice_int(1, 2, 4, 8, 16), "bits kept per sketch bin"),
     _Option("batch_max_records", _integer(1, 100_000), "most pages per batch"),
     _Option(
         "batch_max_wait_ms",
@@ -301,6 +361,7 @@ def _resolved(config: WorkerConfig) -> WorkerConfig:
         config,
         dlq_topic=config.dlq_topic or f"{config.pages_topic}.dlq",
         worker_id=config.worker_id or _default_worker_id(),
+        tables_k=config.tables_k if config.tables_k >= 0 else min(DEFAULT_TABLES_K, config.k),
     )
     _check_together(config)
     return config
@@ -323,6 +384,18 @@ def _check_together(config: WorkerConfig) -> None:
         )
     if config.memory_backend and config.redis_cluster:
         raise ConfigError("NEARDUP_REDIS_CLUSTER needs a redis:// URL in NEARDUP_REDIS_URL")
+    if config.tables_k > config.k:
+        raise ConfigError(
+            f"NEARDUP_TABLES_K ({config.tables_k}) must not exceed NEARDUP_K ({config.k}): the "
+            "tables' k is the part of the search radius they cover completely"
+        )
+    if config.verify:
+        try:
+            config.sketch().check_precision()
+        except ConfigError as exc:
+            raise ConfigError(
+                f"NEARDUP_SKETCH_BINS / NEARDUP_SKETCH_BITS / NEARDUP_VERIFY_THRESHOLD: {exc}"
+            ) from None
     if config.max_message_bytes < config.max_text_bytes:
         raise ConfigError(
             "NEARDUP_MAX_MESSAGE_BYTES must be at least NEARDUP_MAX_TEXT_BYTES "

@@ -22,7 +22,7 @@ from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.planner import plan
 from dedup_worker.core.records import DocStore, MemoryDocStore
 from dedup_worker.core.simhash import Document
-from dedup_worker.core.sketch import DEFAULT_SKETCH, RECOMMENDED_FEATURES
+from dedup_worker.core.sketch import RECOMMENDED_FEATURES
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.config import WorkerConfig, load_config
@@ -96,7 +96,7 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
 def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:
     """The engine over the configured backend, with the planner's table design."""
     settings = engine_settings(config)
-    index, docs = build_backends(config, settings.features.version_tag)
+    index, docs = build_backends(config, settings.version_tag)
     engine = DedupEngine(InstrumentedIndex(index, metrics), docs, settings)
     # Load the compiled kernels now rather than in the first batch (~1 s on a busy machine).
     engine.fingerprinter.fingerprint_many([Document("warm up the kernels", "title")])
@@ -105,17 +105,20 @@ def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:
 
 def engine_settings(config: WorkerConfig) -> EngineSettings:
     """The engine's recommended rule, with the knobs the configuration exposes."""
-    sketch = replace(DEFAULT_SKETCH, threshold=config.verify_threshold) if config.verify else None
-    features = replace(RECOMMENDED_FEATURES, shingle=config.shingle)
+    sketch = config.sketch() if config.verify else None
+    features = replace(RECOMMENDED_FEATURES, shingle=config.shingle, tf_cap=config.tf_cap)
     return EngineSettings(k=config.k, features=features, sketch=sketch)
 
 
 def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex, DocStore]:
     bound = config.max_bytes_per_fingerprint or None
-    chosen = plan(config.expected_pages, config.k, max_bytes=bound)
+    chosen = plan(config.expected_pages, config.tables_k, max_bytes=bound, radius=config.k)
     logger.info("index design: %s", chosen.reason)
+    if config.k > config.tables_k:
+        shares = ", ".join(f"{d}: {share:.0%}" for d, share in chosen.coverage().items())
+        logger.info("share of candidates the tables find per distance: %s", shares)
     if config.memory_backend:
-        return InMemoryIndex(chosen.design()), MemoryDocStore()
+        return InMemoryIndex(chosen.design(), radius=config.k), MemoryDocStore()
     from dedup_worker.adapters.redis_client import connect
     from dedup_worker.adapters.redis_docs import RedisDocStore
     from dedup_worker.adapters.redis_index import RedisIndex
@@ -136,6 +139,7 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
         expected_n=config.expected_pages,
         ttl=ttl,
         shard_bits=index_shards,
+        radius=config.k,
     )
     # Records hold fingerprints: a new fingerprint version must not compare against old ones.
     docs_namespace = f"{config.index_namespace}.{version_tag}"

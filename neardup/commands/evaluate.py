@@ -155,7 +155,7 @@ def _corpus_summary(path: Path, sets: Any, labels: Any) -> dict[str, Any]:
 
 
 def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
-    from dedup_worker.core import quality
+    from dedup_worker.core import detectors, quality
 
     matched = run.matched()
     summary: dict[str, Any] = {
@@ -168,6 +168,13 @@ def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
     }
     if run.spec.kind != "minhash":
         summary["by_distance"] = quality.curve(run.pairs, run.accepted, labels)
+    if run.fingerprints is not None:
+        n = max(labels.n, 1)
+        keys = labels.positive_keys
+        positives = quality.Pairs(keys // n, keys % n, np.ones(keys.size))
+        summary["positives_by_distance"] = detectors.positives_by_distance(
+            run.fingerprints, positives, matched
+        )
     return summary
 
 
@@ -186,7 +193,19 @@ def format_table(summary: dict[str, Any]) -> str:
             f" {d['pair']['precision']:>7.3f} {d['pair']['recall']:>7.3f}"
             f" {d['docs_per_second'] or 0:>8,} {d['bytes_per_page']:>7}"
         )
+    for d in summary["detectors"]:
+        if "positives_by_distance" in d:
+            lines.append(_distance_line(d))
     return "\n".join(lines)
+
+
+def _distance_line(detector: dict[str, Any]) -> str:
+    """Positive pages per distance to their nearest earlier partner, found/all: where recall
+    is lost (e.g. pairs beyond the detector's k, or rejected by its verifier)."""
+    view = detector["positives_by_distance"]
+    found = view["found_pages"]
+    cells = " ".join(f"{d}:{found.get(d, 0)}/{count}" for d, count in view["pages"].items())
+    return f"  {detector['spec']}: positive pages by distance, found/all: {cells}"
 
 
 # ---- plots ---------------------------------------------------------------------------------

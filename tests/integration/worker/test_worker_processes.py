@@ -163,7 +163,7 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
     reader.close()
     assert check_against_oracle(reader.decisions, pages) > 100
     config = s.config
-    index, _ = build_backends(config, engine_settings(config).features.version_tag)
+    index, _ = build_backends(config, engine_settings(config).version_tag)
     assert len(index) == len(pages)
     for table in range(len(index.design.tables)):  # type: ignore[attr-defined]
         _, ids = index.entries(table)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_decision
 from dedup_worker.core.engine import EngineSettings
+from dedup_worker.core.planner import plan
 from dedup_worker.core.records import page_id
 from dedup_worker.core.simhash import Document
 from dedup_worker.core.sketch import DEFAULT_SKETCH, Sketcher, verify
@@ -293,17 +294,33 @@ class Expected:
     order: int
 
 
-def oracle(pages: list[Page], k: int = 3) -> dict[tuple[str, float], Expected]:
+def candidate_rule() -> Callable[[int, int], bool]:
+    """The index's matching rule under the default configuration: within k, and (beyond the
+    tables' k) agreeing with the query on one table's key bits (``HammingIndex``)."""
+    config = load_config([], {})
+    masks = [int(m) for m in plan(config.expected_pages, config.tables_k).design().key_masks]
+
+    def near(a: int, b: int) -> bool:
+        diff = a ^ b
+        if diff.bit_count() > config.k:
+            return False
+        return diff.bit_count() <= config.tables_k or any(diff & m == 0 for m in masks)
+
+    return near
+
+
+def oracle(pages: list[Page]) -> dict[tuple[str, float], Expected]:
     """A page is a near-duplicate iff an EARLIER page (fetched_at, then page id) of another URL
-    is within k and the pair passes the engine's check (same checksum or verified sketches).
-    Brute force over the same fingerprints and sketches the engine computes."""
+    is a candidate (``candidate_rule``) and the pair passes the engine's check (same checksum or
+    verified sketches). Brute force over the fingerprints and sketches the engine computes."""
     settings = engine_settings(load_config([], {}))
+    near = candidate_rule()
     ordered = sorted(pages, key=lambda p: page_id(p.url, p.fetched_at))
     signatures = fingerprints(ordered, settings)
     expected = {}
     for i, (p, sig) in enumerate(zip(ordered, signatures, strict=True)):
         suppressed = any(
-            (sig.fingerprint ^ other.fingerprint).bit_count() <= k
+            near(sig.fingerprint, other.fingerprint)
             and ordered[j].url != p.url
             and _same_content(p, ordered[j], sig, other, settings)
             for j, other in enumerate(signatures[:i])
@@ -320,10 +337,11 @@ def _same_content(a: Page, b: Page, sa: Signature, sb: Signature, settings: Engi
     return verify(sa.sketch, sb.sketch, settings.sketch)[0]
 
 
-def check_against_oracle(decisions: list[Decision], pages: list[Page], k: int = 3) -> int:
-    """Final verdicts equal the oracle's; duplicate_of is an earlier page within k. Returns the
+def check_against_oracle(decisions: list[Decision], pages: list[Page]) -> int:
+    """Final verdicts equal the oracle's; duplicate_of is an earlier candidate. Returns the
     number of suppressed pages (so callers can check the stream planted some)."""
-    expected = oracle(pages, k)
+    expected = oracle(pages)
+    near = candidate_rule()
     final = final_decisions(decisions)
     assert set(final) == set(expected), "a page has no decision"
     by_url = {url: e for (url, _), e in expected.items()}
@@ -336,15 +354,20 @@ def check_against_oracle(decisions: list[Decision], pages: list[Page], k: int = 
         if suppressed:
             original = by_url[decision.duplicate_of or ""]
             assert original.order < want.order, (key, decision.duplicate_of)
-            assert (original.fingerprint ^ want.fingerprint).bit_count() <= k
+            assert near(original.fingerprint, want.fingerprint)
     assert not wrong, f"{len(wrong)} verdicts differ from the oracle, e.g. {wrong[:5]}" + (
-        _explain(wrong[0][0], decisions, pages, k)
+        _explain(wrong[0][0], decisions, pages, near)
     )
     return sum(e.suppressed for e in expected.values())
 
 
-def _explain(key: tuple[str, float], decisions: list[Decision], pages: list[Page], k: int) -> str:
-    """The wrong page's decisions and those of the earlier pages within k (failure message)."""
+def _explain(
+    key: tuple[str, float],
+    decisions: list[Decision],
+    pages: list[Page],
+    near: Callable[[int, int], bool],
+) -> str:
+    """The wrong page's decisions and those of its candidate pages (failure message)."""
     settings = engine_settings(load_config([], {}))
     by_key = {(p.url, p.fetched_at): p for p in pages}
     mine = fingerprints([by_key[key]], settings)[0]
@@ -353,7 +376,7 @@ def _explain(key: tuple[str, float], decisions: list[Decision], pages: list[Page
               for d in decisions if (d.url, d.fetched_at) == key]  # fmt: skip
     for page, sig in zip(pages, fingerprints(pages, settings), strict=True):
         other = (page.url, page.fetched_at)
-        if other != key and (sig.fingerprint ^ mine.fingerprint).bit_count() <= k:
+        if other != key and near(sig.fingerprint, mine.fingerprint):
             lines.append(f"near page {other} (id {page_id(*other)}):")
             lines += [f"  {d.verdict.value} corrects={d.corrects} of={d.duplicate_of}"
                       for d in decisions if (d.url, d.fetched_at) == other]  # fmt: skip

@@ -41,7 +41,15 @@ TEXTS = [
 ]
 
 # Changing any of these changes sketch version 1: bump SKETCH_VERSION instead.
-GOLDEN_DEFAULT = [  # 256 one-bit bins
+GOLDEN_DEFAULT = [  # 1024 two-bit bins
+    ("01a10000", "f8b9b1ca4b677f02"),
+    ("01a10600", "f1ba7a431269de6d"),
+    ("01a12e00", "fc48f38e21fd5f72"),
+    ("01a10400", "205a4ea38ce19e5c"),
+    ("01a11000", "2a96bd29cb311ad1"),
+    ("01a10100", "3bb1d0a16d7d727c"),
+]
+GOLDEN_256_BINS_1_BIT = [  # the default before (36 bytes)
     ("01800000", "3f44474aa316c0df"),
     ("01800600", "af7f071ebce7d580"),
     ("01802e00", "759ecde912db57fa"),
@@ -83,6 +91,10 @@ def test_golden_sketches() -> None:
     assert [s.hex() for s in _sketches(TEXTS, SketchConfig(log2_bins=4, bits=8))] == (
         GOLDEN_16_BINS_8_BITS
     )
+    small = _sketches(TEXTS, SketchConfig(log2_bins=8, bits=1))
+    assert [(s[:4].hex(), hashlib.blake2b(s, digest_size=8).hexdigest()) for s in small] == (
+        GOLDEN_256_BINS_1_BIT
+    )
 
 
 def test_golden_minhash_and_super_shingles() -> None:
@@ -108,7 +120,7 @@ def test_same_sketch_in_a_fresh_process() -> None:
 
 def test_header_names_format_and_count() -> None:
     sketch = _sketches([FOX])[0]
-    assert len(sketch) == DEFAULT_SKETCH.nbytes == 36
+    assert len(sketch) == DEFAULT_SKETCH.nbytes == 260
     assert sketch[1] == DEFAULT_SKETCH.format_byte
     assert sketch_count(sketch) == 6  # nine words, six 4-shingles
 
@@ -217,3 +229,43 @@ def test_minhash_estimates_resemblance() -> None:
     truth = quality.jaccard(quality.shingle_sets(texts), np.array([0]), np.array([1]))[0]
     got = minhash_estimates(signatures, np.array([0]), np.array([1]))[0]
     assert abs(got - truth) < 0.08
+
+
+def test_version_tag_names_the_shape() -> None:
+    assert DEFAULT_SKETCH.version_tag == "s1b10x2"
+    assert SketchConfig(log2_bins=11, bits=1).version_tag == "s1b11x1"
+
+
+@pytest.mark.parametrize(
+    ("config", "ok"),
+    [
+        (SketchConfig(), True),  # 1024 x 2 bits: +-0.013 at 0.85
+        (SketchConfig(log2_bins=10, bits=1), True),  # +-0.0165, just under 0.05 / 3
+        (SketchConfig(log2_bins=11, bits=1), True),
+        (SketchConfig(log2_bins=8, bits=1), False),  # the old 36-byte default: +-0.033
+        (SketchConfig(log2_bins=9, bits=2), False),
+        (SketchConfig(log2_bins=8, bits=1, threshold=0.5), True),  # a wide gap: 0.25
+        (SketchConfig(log2_bins=10, bits=2, threshold=0.97), False),  # a narrow one: 0.015
+    ],
+)
+def test_sketch_must_separate_the_threshold(config: SketchConfig, ok: bool) -> None:
+    if ok:
+        config.check_precision()
+    else:
+        with pytest.raises(ConfigError, match=r"too small for the threshold.*use at least"):
+            config.check_precision()
+
+
+def test_standard_error_matches_the_estimator() -> None:
+    """The formula behind check_precision against the estimator on long pages (>> bins)."""
+    rng = random.Random(3)
+    config = SketchConfig(log2_bins=9, bits=1)
+    words = [f"w{rng.randrange(10**6)}" for _ in range(6000)]
+    texts = [" ".join(words)] + [_variant(words, 110, rng) for _ in range(150)]
+    sketches = _sketches(texts, config)
+    truth = quality.jaccard(
+        quality.shingle_sets(texts), np.zeros(150, dtype=np.int64), np.arange(1, 151)
+    )
+    errors = [estimate(sketches[0], s) - j for s, j in zip(sketches[1:], truth, strict=True)]
+    expected = config.standard_error(float(np.mean(truth)))
+    assert 0.7 * expected < float(np.std(errors)) < 1.3 * expected
