@@ -14,7 +14,8 @@ A decision "page ``u`` is a near-duplicate of ``d``" proposes the rules that map
 Any decision is also a *check* of the rules that apply to its page (:func:`observe`): with
 ``target`` the page's keeper (itself if unique, else the keeper of the page it duplicates),
 a rule's counterpart ``c`` succeeds if ``c`` is ``target`` or its keeper is, fails if ``c``
-was fetched with another keeper, and says nothing while ``c`` is unknown. A check of a host or
+was fetched with another keeper (unless a direct comparison of the two pages, ``resembles``,
+finds them alike), and says nothing while ``c`` is unknown. A check of a host or
 prefix rewrite is also a check of its inverse (``c`` holds ``u``'s content iff ``u`` holds
 ``c``'s): a mirror learned in one direction predicts in both, whichever copy a crawl meets
 first.
@@ -32,6 +33,11 @@ from crawler.rules.rewrite import ParamRule, PathRewrite, Rule, split_url
 #: keeper_of(url): the keeper of a fetched page (itself if unique, else the earliest page of
 #: its duplicates), or None if the page was not fetched (not decided) yet.
 KeeperOf = Callable[[str], str | None]
+#: resembles(url, counterpart): a direct comparison of two fetched pages (e.g. their sketches
+#: in the doc store: estimated resemblance >= 0.9), or None if either is unknown. The engine's
+#: index finds a pair only within Hamming distance k, and J >= 0.9 pairs often lie further
+#: apart; a check that trusted the index alone would count each miss against a good rule.
+Resembles = Callable[[str, str], bool | None]
 
 
 def derive_rules(duplicate: str, original: str, policy: RulePolicy = DEFAULT_POLICY) -> list[Rule]:
@@ -123,11 +129,12 @@ def observe(
     duplicate_of: str | None,
     predictions: Iterable[tuple[Rule, str]],
     keeper_of: KeeperOf,
+    resembles: Resembles | None = None,
 ) -> list[Observation]:
     """The checks a decision of ``url`` gives the rules that map it onto a counterpart."""
     found: dict[tuple[str, str], Observation] = {}
     for rule, counterpart in predictions:
-        success = check_outcome(url, duplicate_of, counterpart, keeper_of)
+        success = check_outcome(url, duplicate_of, counterpart, keeper_of, resembles)
         if success is None:
             continue
         found.setdefault((rule.key, counterpart), Observation(rule, url, counterpart, success))
@@ -138,16 +145,22 @@ def observe(
 
 
 def check_outcome(
-    url: str, duplicate_of: str | None, counterpart: str, keeper_of: KeeperOf
+    url: str,
+    duplicate_of: str | None,
+    counterpart: str,
+    keeper_of: KeeperOf,
+    resembles: Resembles | None = None,
 ) -> bool | None:
     """Whether decided page ``url`` holds its counterpart's content: True if both have the same
-    keeper, False if the counterpart was fetched with another keeper, None while the counterpart
-    is unknown (no evidence either way)."""
+    keeper (or, failing that, ``resembles`` says so), False if the counterpart was fetched and
+    neither says so, None while the counterpart is unknown (no evidence either way)."""
     target = url if duplicate_of is None else (keeper_of(duplicate_of) or duplicate_of)
     keeper = keeper_of(counterpart)
     if target in (counterpart, keeper):
         return True
-    return None if keeper is None else False
+    if keeper is None:
+        return None
+    return bool(resembles is not None and resembles(url, counterpart))
 
 
 def decision_checks(
@@ -156,9 +169,10 @@ def decision_checks(
     applicable: Iterable[tuple[Rule, str]],
     keeper_of: KeeperOf,
     policy: RulePolicy = DEFAULT_POLICY,
+    resembles: Resembles | None = None,
 ) -> list[Observation]:
     """All checks of one decision: the rules derived from its pair (if a duplicate) and the
     known rules that apply to its page (``RuleBook.applicable``)."""
     derived = [] if duplicate_of is None else derive_rules(url, duplicate_of, policy)
     pairs = [(rule, duplicate_of) for rule in derived if duplicate_of is not None]
-    return observe(url, duplicate_of, [*pairs, *applicable], keeper_of)
+    return observe(url, duplicate_of, [*pairs, *applicable], keeper_of, resembles)

@@ -122,9 +122,9 @@ return out
 #: ARGV[2]   cursor: log entries the caller has read
 #: ARGV[3]   at most this many log entries
 #:
-#: Returns {cursor after, reset, entries, active}: reset is 1 when the log is shorter than the
-#: cursor (the data was lost; entries then start at 0); active is a flat list of
-#: rule key, state, successes, failures, recent, values, paths, saved per active rule.
+#: Returns {cursor after, log length, reset, entries, active}: reset is 1 when the log is
+#: shorter than the cursor (the data was lost; entries then start at 0); active is a flat list
+#: of rule key, state, successes, failures, recent, values, paths, saved per active rule.
 SYNC = """
 local P = ARGV[1]
 local cursor, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -146,7 +146,7 @@ for _, id in ipairs(redis.call('SMEMBERS', P .. 'active')) do
   active[#active + 1] = redis.call('SCARD', P .. 'p:' .. id)
   active[#active + 1] = tonumber(got[5])
 end
-return {cursor + #entries, reset, entries, active}
+return {cursor + #entries, length, reset, entries, active}
 """
 
 #: Count fetches saved by rules' predictions (unknown rules are ignored).

@@ -116,17 +116,17 @@ class RedisRuleStore:
             "1" if needs_values else "0",
         ]
 
-    def sync(self, cursor: int) -> Sync:
+    def sync(self, cursor: int, limit: int = SYNC_LIMIT) -> Sync:
         with translated(self.url):
-            after, reset, entries, flat = self._sync(
-                keys=[self._keys], args=[self.prefix, cursor, SYNC_LIMIT]
+            after, length, reset, entries, flat = self._sync(
+                keys=[self._keys], args=[self.prefix, cursor, limit]
             )
         changes = [RuleChange(_text(e[1:]), State(_text(e[:1]))) for e in entries]
         active = {}
         for at in range(0, len(flat), 8):
             status = _status(_text(flat[at]), flat[at + 1 : at + 8])
             active[status.key] = status
-        return Sync(changes, int(after), active, bool(reset))
+        return Sync(changes, int(after), int(length), active, bool(reset))
 
     def statuses(self) -> dict[str, RuleStatus]:
         with translated(self.url):

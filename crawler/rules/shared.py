@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from crawler.rules.book import Prediction, RuleBook, RuleChange
-from crawler.rules.learning import KeeperOf, decision_checks
+from crawler.rules.learning import KeeperOf, Resembles, decision_checks
 from crawler.rules.rewrite import parse_rule
 from crawler.rules.store import RuleStatus, RuleStore
 
@@ -70,11 +70,17 @@ class SharedRules:
         self.refresh()
         return True
 
-    def learn(self, url: str, duplicate_of: str | None, keeper_of: KeeperOf) -> list[RuleStatus]:
+    def learn(
+        self,
+        url: str,
+        duplicate_of: str | None,
+        keeper_of: KeeperOf,
+        resembles: Resembles | None = None,
+    ) -> list[RuleStatus]:
         """Record the checks a decision of ``url`` gives (see ``decision_checks``)."""
-        checks = decision_checks(
-            url, duplicate_of, self.book.applicable(url), keeper_of, self.store.policy
-        )
+        applicable = self.book.applicable(url)
+        policy = self.store.policy
+        checks = decision_checks(url, duplicate_of, applicable, keeper_of, policy, resembles)
         if not checks:
             return []
         statuses = self.store.record(checks)

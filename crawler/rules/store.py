@@ -63,32 +63,33 @@ class RuleStatus:
 
 @dataclass(frozen=True, slots=True)
 class Sync:
-    """What changed since a cursor: log entries in order, the cursor after them, the current
-    status of every active rule, and ``reset`` when the log is shorter than the cursor (the
-    store lost its data): the caller must rebuild its book from these changes alone."""
+    """What changed since a cursor: log entries in order, the cursor after them, the log's
+    length, the current status of every active rule, and ``reset`` when the log is shorter
+    than the cursor (the store lost its data): the caller must rebuild its book from these
+    changes on."""
 
     changes: list[RuleChange]
     cursor: int
+    length: int
     active: dict[str, RuleStatus]
     reset: bool = False
 
     @property
     def complete(self) -> bool:
-        return len(self.changes) < SYNC_LIMIT
+        return self.cursor >= self.length
 
 
 class RuleStore(Protocol):
     """A crawl's rules, shared by its processes.
 
     ``record``: count observations atomically, one after the other; the status of each
-    observation's rule right after it. ``sync``: changes since ``cursor`` (at most
-    ``SYNC_LIMIT``). ``statuses``: every rule (reports). ``add_saved``: count fetches a rule's
+    observation's rule right after it. ``sync``: changes since ``cursor`` (at most ``limit``). ``statuses``: every rule (reports). ``add_saved``: count fetches a rule's
     predictions saved (ignored for unknown rules)."""
 
     policy: RulePolicy
 
     def record(self, observations: Sequence[Observation]) -> list[RuleStatus]: ...
-    def sync(self, cursor: int) -> Sync: ...
+    def sync(self, cursor: int, limit: int = SYNC_LIMIT) -> Sync: ...
     def statuses(self) -> dict[str, RuleStatus]: ...
     def add_saved(self, counts: Mapping[str, int]) -> None: ...
     def close(self) -> None: ...
@@ -134,7 +135,7 @@ class MemoryRuleStore:
         evidence = self._count(entry, observation)
         state = next_state(entry.status.state, evidence, entry.needs_values, self.policy)
         if state is not entry.status.state:
-            self._log.append(RuleChange(rule.key, state, evidence.checks))
+            self._log.append(RuleChange(rule.key, state))  # checks come with ``active``
         entry.status = replace(entry.status, state=state, evidence=evidence)
         return entry.status
 
@@ -153,17 +154,17 @@ class MemoryRuleStore:
             paths=len(entry.paths),
         )
 
-    def sync(self, cursor: int) -> Sync:
+    def sync(self, cursor: int, limit: int = SYNC_LIMIT) -> Sync:
         with self._lock:
             reset = cursor > len(self._log)
             start = 0 if reset else cursor
-            changes = self._log[start : start + SYNC_LIMIT]
+            changes = self._log[start : start + limit]
             active = {
                 key: entry.status
                 for key, entry in self._rules.items()
                 if entry.status.state is State.ACTIVE
             }
-            return Sync(changes, start + len(changes), active, reset)
+            return Sync(changes, start + len(changes), len(self._log), active, reset)
 
     def statuses(self) -> dict[str, RuleStatus]:
         with self._lock:

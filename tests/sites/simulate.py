@@ -1,7 +1,8 @@
 """A breadth-first crawl of a rendered site with an oracle engine, to judge the rules' policy.
 
 The oracle decides as the engine would with a perfect detector: a fetched page is a duplicate
-of the earliest fetched page among its J >= 0.9 partners. Modes:
+of the earliest fetched page among its J >= 0.9 partners; ``engine_misses`` makes it decide a
+share of duplicates unique, as the real index does for pairs beyond k bits. Modes:
 
 - ``none``: every outlink of every page is followed (coverage 1.0, waste W0);
 - ``wholesale``: outlinks of duplicate pages are dropped (what the crawler did before issue 13);
@@ -18,14 +19,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sites.truth import Truth
-
 from crawler.coverage import CrawlMeasures, measure
 from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
 from crawler.rules.learning import check_outcome
-from crawler.rules.policy import DEFAULT_POLICY, RulePolicy
+from crawler.rules.policy import DEFAULT_POLICY, RulePolicy, stable_fraction
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore, RuleStore
+from sites.truth import Truth
 
 
 @dataclass
@@ -41,8 +41,18 @@ class SimResult:
 
 
 class _Crawl:
-    def __init__(self, truth: Truth, mode: str, rules: SharedRules | None, order: str) -> None:
+    def __init__(
+        self,
+        truth: Truth,
+        mode: str,
+        rules: SharedRules | None,
+        order: str,
+        engine_misses: float,
+        verify: bool,
+    ) -> None:
         self.truth, self.mode, self.rules = truth, mode, rules
+        self.engine_misses = engine_misses
+        self.resembles = self.partners if verify else None
         self.order = order
         self.rng = random.Random(int(order[6:]) if order.startswith("random") else 0)
         self.result = SimResult(rules=rules)
@@ -111,11 +121,15 @@ class _Crawl:
         self.result.fetch_log.append(url)
         earlier = [p for p in self.truth.partners.get(url, ()) if p in self.keeper]
         duplicate_of = min(earlier, key=self.result.fetch_log.index) if earlier else None
+        if stable_fraction("miss " + url) < self.engine_misses:
+            duplicate_of = None  # the index did not reach the pair (beyond k bits)
         self.keeper[url] = url if duplicate_of is None else self.keeper[duplicate_of]
         if self.rules is not None:
-            self.rules.learn(url, duplicate_of, self.keeper.get)
+            self.rules.learn(url, duplicate_of, self.keeper.get, self.resembles)
         for group in self.waiting.pop(url, []):
-            ok = check_outcome(url, duplicate_of, group.counterpart(url), self.keeper.get)
+            ok = check_outcome(
+                url, duplicate_of, group.counterpart(url), self.keeper.get, self.resembles
+            )
             self.resolve(group, url, ok=bool(ok))
         outlinks = self.truth.rendered[url].outlinks
         if duplicate_of is None or self.mode == "none":
@@ -154,7 +168,14 @@ class _Crawl:
 
     def outcome(self, group: GroupCheck, sample: str) -> bool:
         duplicate_of = None if self.keeper[sample] == sample else self.keeper[sample]
-        return bool(check_outcome(sample, duplicate_of, group.counterpart(sample), self.keeper.get))
+        counterpart = group.counterpart(sample)
+        return bool(
+            check_outcome(sample, duplicate_of, counterpart, self.keeper.get, self.resembles)
+        )
+
+    def partners(self, url: str, other: str) -> bool:
+        """The pairwise check (a sketch comparison in the crawler): J >= 0.9 here."""
+        return other in self.truth.partners.get(url, ())
 
     def resolve(self, group: GroupCheck, sample: str, ok: bool) -> None:
         before = group.verdict
@@ -174,6 +195,11 @@ def simulate(
     policy: RulePolicy = DEFAULT_POLICY,
     store: Callable[[RulePolicy], RuleStore] = MemoryRuleStore,
     order: str = "bfs",
+    engine_misses: float = 0.0,
+    verify: bool = True,
 ) -> SimResult:
+    """``engine_misses``: share of duplicates the engine decides unique (stable per URL);
+    ``verify``: whether checks compare a page with its counterpart directly when the engine's
+    keepers differ."""
     rules = SharedRules(store(policy), refresh_every=0.0) if mode == "rules" else None
-    return _Crawl(truth, mode, rules, order).run()
+    return _Crawl(truth, mode, rules, order, engine_misses, verify).run()
