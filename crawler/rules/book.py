@@ -97,7 +97,11 @@ class _Index:
         self.origins: dict[str, _OriginRules] = {}
 
     def add(self, rule: Rule) -> None:
-        self.origins.setdefault(_source_origin(rule), _OriginRules()).add(rule)
+        origin = _source_origin(rule)
+        rules = self.origins.get(origin)
+        if rules is None:
+            rules = self.origins[origin] = _OriginRules()
+        rules.add(rule)
 
     def remove(self, rule: Rule) -> None:
         origin = _source_origin(rule)
@@ -150,6 +154,8 @@ class RuleBook:
         if known is not None and known[1] is State.ACTIVE and state is State.CANDIDATE:
             state = State.ACTIVE  # stale report: stores never demote an active rule
         self._states[rule.key] = (rule, state, max(checks, known[2] if known else 0))
+        if known is not None and known[1] is state:
+            return  # indexed already
         for index, member in ((self._active, State.ACTIVE), (self._live, None)):
             if state is member or (member is None and state is not State.DROPPED):
                 index.add(rule)
@@ -176,16 +182,18 @@ class RuleBook:
         used: list[Rule] = []
         if query and (rules.any_value or rules.one_value):
             pairs = []
+            changed = False
             for pair in query.split("&"):
                 matching = rules.param_rules(pair)
                 kept: str | None = pair
                 if matching:
                     used.append(matching[0])
                     kept = matching[0].rewrite_pair(pair)
+                    changed = changed or kept is not None
                 if kept is not None:
                     pairs.append(kept)
             if used:
-                url_after = rebuild(origin, path, pairs)
+                url_after = rebuild(origin, path, pairs, changed)
                 origin, path, query = split_url(url_after)
         if rules.paths:
             moves = rules.path_rules(path)

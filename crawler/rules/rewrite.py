@@ -152,16 +152,19 @@ class ParamRule:
         if not any(self.matches(pair) for pair in pairs):
             return None
         kept = [pair if not self.matches(pair) else self.rewrite_pair(pair) for pair in pairs]
-        counterpart = rebuild(origin, path, [pair for pair in kept if pair is not None])
+        changed = self.replacement is not None
+        counterpart = rebuild(origin, path, [pair for pair in kept if pair is not None], changed)
         return counterpart if counterpart != url else None
 
 
 Rule = PathRewrite | ParamRule
 
 
-def rebuild(origin: str, path: str, pairs: list[str]) -> str:
-    """A canonical URL from parts after query pairs were dropped or changed (re-sorted)."""
-    return canonicalize_url(join_url(origin, path, "&".join(pairs)))
+def rebuild(origin: str, path: str, pairs: list[str], changed: bool = True) -> str:
+    """A canonical URL from the parts of one after query pairs were dropped (still in canonical
+    order) or ``changed`` (canonicalised again: a new value may sort elsewhere)."""
+    url = join_url(origin, path, "&".join(pairs))
+    return canonicalize_url(url) if changed else url
 
 
 def parse_rule(key: str) -> Rule:

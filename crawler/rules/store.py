@@ -83,8 +83,9 @@ class RuleStore(Protocol):
     """A crawl's rules, shared by its processes.
 
     ``record``: count observations atomically, one after the other; the status of each
-    observation's rule right after it. ``sync``: changes since ``cursor`` (at most ``limit``). ``statuses``: every rule (reports). ``add_saved``: count fetches a rule's
-    predictions saved (ignored for unknown rules)."""
+    observation's rule right after it. ``sync``: changes since ``cursor`` (at most ``limit``).
+    ``statuses``: every rule (reports). ``add_saved``: count fetches a rule's predictions
+    saved (ignored for unknown rules). Every process of a crawl must use the same ``policy``."""
 
     policy: RulePolicy
 
