@@ -14,7 +14,8 @@ origins with rules that do not match, 10% that a rule maps (for those, ``explore
 **Update** (``SharedRules.learn``: derive rules from a duplicate pair, list the applicable rules,
 record the checks in the store in one atomic call): ``--decisions`` decisions, a third of them
 duplicates, on the in-memory store and on a real redis-server (or a 3-node Redis Cluster with
-``--cluster``) that the script starts on a loopback port.
+``--cluster``) that the script starts on a loopback port; for Redis also the memory used per
+recorded observation (INFO used_memory growth).
 
 MaybeDont (the Scrapy middleware this is compared with) reports 1-5 ms per update and < 1 ms
 per prediction, in one process.
@@ -134,7 +135,10 @@ def decisions(rng: random.Random, n: int) -> Iterator[tuple[str, str | None]]:
             yield f"{site}{page}?x={i}", None
 
 
-def bench_update(name: str, store: RuleStore, n: int) -> None:
+def bench_update(
+    name: str, store: RuleStore, n: int, memory: Callable[[], int] | None = None
+) -> None:
+    before = memory() if memory else 0
     rules = SharedRules(store)
     rng = random.Random(7)
     keepers: dict[str, str] = {}
@@ -158,16 +162,22 @@ def bench_update(name: str, store: RuleStore, n: int) -> None:
         f"{sum(times) / max(observed, 1) * 1e6:6.1f} us/observation; "
         f"{len(rules.book)} rules ({active} active), full refresh {refresh_ms:.1f} ms"
     )
+    if memory:
+        grown = memory() - before
+        print(f"  {'':<14} used_memory {grown / max(observed, 1):.0f} B/observation")
 
 
 @contextmanager
-def redis_client(cluster: bool) -> Iterator[Client]:
+def redis_client(cluster: bool) -> Iterator[tuple[Client, Callable[[], int]]]:
+    """A client, and the servers' total INFO used_memory."""
     if cluster:
         with RedisCluster() as servers:
-            yield servers.client()
+            nodes = [node.client() for node in servers.nodes]
+            yield servers.client(), lambda: sum(c.info("memory")["used_memory"] for c in nodes)
     else:
         with RedisServer() as server:
-            yield server.client()
+            client = server.client()
+            yield client, lambda: int(client.info("memory")["used_memory"])
 
 
 def main() -> None:
@@ -181,9 +191,10 @@ def main() -> None:
     bench_lookup(args)
     print(f"update: SharedRules.learn over {args.decisions} decisions (2/3 duplicates)")
     bench_update("memory", MemoryRuleStore(), args.decisions)
-    with redis_client(args.cluster) as client:
+    with redis_client(args.cluster) as (client, memory):
         store = RedisRuleStore(client, f"bench-{uuid.uuid4().hex[:8]}")
-        bench_update("redis cluster" if args.cluster else "redis", store, args.decisions)
+        name = "redis cluster" if args.cluster else "redis"
+        bench_update(name, store, args.decisions, memory)
 
 
 if __name__ == "__main__":
