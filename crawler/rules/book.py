@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from crawler.rules.policy import DEFAULT_POLICY, RulePolicy, State, exploration_rate
 from crawler.rules.policy import stable_fraction as _stable_fraction
@@ -39,54 +40,75 @@ class RuleChange:
     checks: int = 0
 
 
+R = TypeVar("R", PathRewrite, ParamRule)
+
+
+def _put(groups: dict[str, dict[str, R]], source: str, rule: R) -> None:
+    """Add ``rule`` to the group of its source, kept ordered by key: when several rules share
+    a source (two mirrors of one host), every process picks the same one first."""
+    group = groups.get(source, {})
+    group[rule.key] = rule
+    groups[source] = dict(sorted(group.items()))
+
+
+def _pop(groups: dict[str, dict[str, R]], source: str, rule: R) -> None:
+    group = groups.get(source)
+    if group is not None:
+        group.pop(rule.key, None)
+        if not group:
+            del groups[source]
+
+
 @dataclass
 class _OriginRules:
-    paths: dict[str, PathRewrite] = field(default_factory=dict)  # src prefix -> rule
-    any_value: dict[str, ParamRule] = field(default_factory=dict)  # name -> rule
-    one_value: dict[str, ParamRule] = field(default_factory=dict)  # "name=value" -> rule
+    """One origin's rules by source: path prefix, parameter name, ``name=value``."""
+
+    paths: dict[str, dict[str, PathRewrite]] = field(default_factory=dict)
+    any_value: dict[str, dict[str, ParamRule]] = field(default_factory=dict)
+    one_value: dict[str, dict[str, ParamRule]] = field(default_factory=dict)
 
     def add(self, rule: Rule) -> None:
         if isinstance(rule, PathRewrite):
-            self.paths[rule.src_prefix] = rule
+            _put(self.paths, rule.src_prefix, rule)
         elif rule.value is None:
-            self.any_value[rule.name] = rule
+            _put(self.any_value, rule.name, rule)
         else:
-            self.one_value[f"{rule.name}={rule.value}"] = rule
+            _put(self.one_value, f"{rule.name}={rule.value}", rule)
 
     def remove(self, rule: Rule) -> None:
         if isinstance(rule, PathRewrite):
-            self.paths.pop(rule.src_prefix, None)
+            _pop(self.paths, rule.src_prefix, rule)
         elif rule.value is None:
-            self.any_value.pop(rule.name, None)
+            _pop(self.any_value, rule.name, rule)
         else:
-            self.one_value.pop(f"{rule.name}={rule.value}", None)
+            _pop(self.one_value, f"{rule.name}={rule.value}", rule)
 
     def __bool__(self) -> bool:
         return bool(self.paths or self.any_value or self.one_value)
 
     def param_rules(self, pair: str) -> list[ParamRule]:
-        """Rules for one query pair, the value-specific one first."""
-        found = []
+        """Rules for one query pair, the value-specific ones first."""
+        found: list[ParamRule] = []
         if pair in self.one_value:
-            found.append(self.one_value[pair])
+            found.extend(self.one_value[pair].values())
         name = pair.partition("=")[0]
         if name in self.any_value:
-            found.append(self.any_value[name])
+            found.extend(self.any_value[name].values())
         return found
 
     def path_rules(self, path: str) -> list[PathRewrite]:
         """Path rules matching ``path``, the longest prefix first."""
-        found = []
+        found: list[PathRewrite] = []
         if path in self.paths:
-            found.append(self.paths[path])
+            found.extend(self.paths[path].values())
         cut = path.rfind("/")
         while cut > 0:
-            rule = self.paths.get(path[:cut])
-            if rule is not None:
-                found.append(rule)
+            group = self.paths.get(path[:cut])
+            if group is not None:
+                found.extend(group.values())
             cut = path.rfind("/", 0, cut)
         if "" in self.paths:
-            found.append(self.paths[""])
+            found.extend(self.paths[""].values())
         return found
 
 

@@ -113,3 +113,16 @@ def test_an_active_derived_rule_predicts_its_own_pair(pair: tuple[str, str]) -> 
 @given(urls())
 def test_an_empty_book_predicts_nothing(url: str) -> None:
     assert RuleBook().predict(url) is None and RuleBook().applicable(url) == []
+
+
+def test_rules_sharing_a_source_are_all_kept_and_removed_one_by_one() -> None:
+    to_d, to_x = PathRewrite(M, "", D, ""), PathRewrite(M, "", "http://x.example", "")
+    drop, set_asc = ParamRule(D, "sort"), ParamRule(D, "sort", None, "asc")
+    book = book_with(to_x, to_d, drop, set_asc)
+    assert book.predict(f"{M}/a").rules == (to_d,)  # type: ignore[union-attr]  # smallest key
+    assert {r for r, _ in book.applicable(f"{M}/a")} == {to_d, to_x}
+    assert {r for r, _ in book.applicable(f"{D}/a?sort=z")} == {drop, set_asc}
+    book.apply(to_d, State.DROPPED)
+    book.apply(drop, State.DROPPED)
+    assert book.predict(f"{M}/a").counterpart == "http://x.example/a"  # type: ignore[union-attr]
+    assert book.predict(f"{D}/a?sort=z").counterpart == f"{D}/a?sort=asc"  # type: ignore[union-attr]
