@@ -56,6 +56,8 @@ class Spec:
     redirect_to: str | None = None
     content_type: str = "text/html; charset=utf-8"
     raw: bytes | None = None
+    nav: list[tuple[str, str, str]] | None = None  # (host, path, label); None: the template's
+    footer: str | None = None  # None: the template's
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Site:
     aliases: list[tuple[str, str]]  # link spellings the crawler canonicalises away
     redirects: list[tuple[tuple[str, str], tuple[str, str]]]
     non_html: list[tuple[str, str]]
+    hosts: tuple[str, ...] = HOSTS
 
     def add(self, spec: Spec) -> Spec:
         self.pages[(spec.host, spec.path)] = spec
@@ -386,9 +389,9 @@ def render(spec: Spec, base: dict[str, str]) -> bytes:
     def href(host: str, path: str) -> str:
         return escape(base[host] + path)
 
-    nav = "".join(
-        f'<a href="{href(h, p)}">{escape(label)}</a> ' for h, p, label in _NAV[spec.template]
-    )
+    links_of_nav = _NAV[spec.template] if spec.nav is None else spec.nav
+    footer = _FOOTER[spec.template] if spec.footer is None else spec.footer
+    nav = "".join(f'<a href="{href(h, p)}">{escape(label)}</a> ' for h, p, label in links_of_nav)
     body = "".join(f"<p>{escape(p)}</p>\n" for p in spec.body)
     extra = "".join(f"<p>{escape(line)}</p>\n" for line in spec.extra)
     links = "".join(
@@ -401,5 +404,5 @@ def render(spec: Spec, base: dict[str, str]) -> bytes:
         f"<style>body{{font-family:serif}}</style><script>var t={len(spec.body)};</script>"
         f"</head><body><header><nav>{nav}</nav></header><main><h1>{escape(spec.title)}</h1>"
         f"{body}{extra}<ul>{links}</ul></main>{sidebar}"
-        f"<footer>{escape(_FOOTER[spec.template])}</footer></body></html>"
+        f"<footer>{escape(footer)}</footer></body></html>"
     ).encode()

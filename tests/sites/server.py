@@ -16,9 +16,15 @@ from types import TracebackType
 from typing import Any, Self
 
 from crawler.urls import canonicalize_url
-from sites.planted import HOSTS, Site, render
+from sites.planted import Site, render
 
-ADDRESSES = {"main": "127.0.0.2", "mirror": "127.0.0.3", "other": "127.0.0.4"}
+ADDRESSES = {
+    "main": "127.0.0.2",
+    "mirror": "127.0.0.3",
+    "other": "127.0.0.4",
+    "docs": "127.0.0.5",  # sites.subtrees
+    "pubmirror": "127.0.0.6",
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class SiteServer:
         self._servers: list[ThreadingHTTPServer] = []
 
     def start(self) -> Self:
-        for host in HOSTS:
+        for host in self.site.hosts:
             server = ThreadingHTTPServer((self.addresses[host], 0), _handler(self, host))
             server.daemon_threads = True
             self._servers.append(server)

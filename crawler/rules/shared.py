@@ -1,0 +1,104 @@
+"""A crawl's rule store and this process's book, kept in step.
+
+:meth:`SharedRules.predict` reads the local book only (per outlink, no I/O).
+:meth:`SharedRules.learn` turns one decision into checks, records them in the store (one
+atomic call) and applies the resulting state changes locally at once; changes made by other
+processes arrive with :meth:`SharedRules.refresh`, which the crawler calls every
+``refresh_every`` seconds (:meth:`refresh_if_due`): one store round trip a second per process
+against a rule that needs at least 11 checks to activate, so a second's delay costs little.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from crawler.rules.book import Prediction, RuleBook, RuleChange
+from crawler.rules.learning import KeeperOf, Resembles, decision_checks
+from crawler.rules.rewrite import parse_rule
+from crawler.rules.store import RuleStatus, RuleStore
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two refreshes of the local book (see module docstring).
+REFRESH_EVERY = 1.0
+
+
+class SharedRules:
+    """The rules of one crawl as one process sees them."""
+
+    def __init__(
+        self,
+        store: RuleStore,
+        refresh_every: float = REFRESH_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.book = RuleBook(store.policy)
+        self._cursor = 0
+        self._refresh_every = refresh_every
+        self._clock = clock
+        self._next_refresh = clock()
+
+    def predict(self, url: str) -> Prediction | None:
+        return self.book.predict(url)
+
+    def explore(self, prediction: Prediction) -> bool:
+        return self.book.explore(prediction)
+
+    def refresh(self) -> int:
+        """Apply every change logged since the last refresh; returns how many."""
+        applied = 0
+        while True:
+            sync = self.store.sync(self._cursor)
+            if sync.reset:
+                logger.warning("rule store lost its log: rebuilding the local rules")
+                self.book.clear()
+            self._apply(sync.changes)
+            self._apply(status.change() for status in sync.active.values())
+            applied += len(sync.changes)
+            self._cursor = sync.cursor
+            if sync.complete:
+                break
+        self._next_refresh = self._clock() + self._refresh_every
+        return applied
+
+    def refresh_if_due(self) -> bool:
+        if self._clock() < self._next_refresh:
+            return False
+        self.refresh()
+        return True
+
+    def learn(
+        self,
+        url: str,
+        duplicate_of: str | None,
+        keeper_of: KeeperOf,
+        resembles: Resembles | None = None,
+    ) -> list[RuleStatus]:
+        """Record the checks a decision of ``url`` gives (see ``decision_checks``)."""
+        applicable = self.book.applicable(url)
+        policy = self.store.policy
+        checks = decision_checks(url, duplicate_of, applicable, keeper_of, policy, resembles)
+        if not checks:
+            return []
+        statuses = self.store.record(checks)
+        self._apply(status.change() for status in statuses)
+        return statuses
+
+    def saved(self, counts: Mapping[str, int]) -> None:
+        """Count fetches skipped thanks to these rules (for reports)."""
+        if counts:
+            self.store.add_saved(counts)
+
+    def _apply(self, changes: Iterable[RuleChange]) -> None:
+        for change in changes:
+            rule = self.book.rule(change.key)
+            if rule is None:
+                try:
+                    rule = parse_rule(change.key)
+                except ValueError:
+                    logger.warning("ignoring an unreadable rule key in the store: %r", change.key)
+                    continue
+            self.book.apply(rule, change.state, change.checks)

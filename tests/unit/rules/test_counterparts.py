@@ -1,0 +1,96 @@
+"""A duplicate's outlinks judged against its keeper's: new content, groups, samples."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawler.rules.book import RuleBook
+from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
+from crawler.rules.policy import DEFAULT_POLICY, State, group_sample_size
+from crawler.rules.rewrite import ParamRule, PathRewrite
+
+M, D = "http://mirror.example", "http://docs.example"
+REWRITE = PathRewrite(M, "/v1", D, "/v2")
+
+
+def test_outlinks_with_a_known_counterpart_form_a_group_the_rest_is_followed() -> None:
+    keeper_links = {f"{D}/v2/a", f"{D}/v2/b", f"{D}/v2/c"}
+    outlinks = [f"{M}/v1/a", f"{M}/v1/b", f"{M}/v1/c", f"{M}/v1/new", f"{M}/about", "http://x/"]
+    judged = judge_outlinks(f"{M}/v1/", f"{D}/v2/", outlinks, keeper_links.__contains__)
+    assert judged.rewrite == REWRITE
+    assert judged.follow == (f"{M}/v1/new", f"{M}/about", "http://x/")
+    assert judged.group is not None
+    assert judged.group.members == {f"{M}/v1/{x}": f"{D}/v2/{x}" for x in "abc"}
+
+
+def test_no_rewrite_or_no_counterpart_follows_everything() -> None:
+    links = [f"{D}/a", f"{D}/b"]
+    judged = judge_outlinks(f"{D}/x?a=1", f"{D}/y?a=2", links, lambda url: True)
+    assert judged.rewrite is None and judged.follow == tuple(links) and judged.group is None
+    judged = judge_outlinks(f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: False)
+    assert judged.follow == (f"{M}/v1/a",) and judged.group is None
+
+
+def test_a_parameter_rewrite_finds_counterparts_too() -> None:
+    judged = judge_outlinks(
+        f"{D}/item?sid=7",
+        f"{D}/item",
+        [f"{D}/reviews?sid=7", f"{D}/reviews?sid=8", f"{D}/help"],
+        {f"{D}/reviews"}.__contains__,
+    )
+    assert judged.rewrite == ParamRule(D, "sid", "7")
+    assert judged.group is not None and judged.group.members == {
+        f"{D}/reviews?sid=7": f"{D}/reviews"
+    }
+    assert judged.follow == (f"{D}/reviews?sid=8", f"{D}/help")
+
+
+def test_a_dropped_rewrite_follows_without_sampling() -> None:
+    book = RuleBook()
+    book.apply(REWRITE, State.DROPPED)
+    judged = judge_outlinks(f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: True, book=book)
+    assert judged.follow == (f"{M}/v1/a",) and judged.group is None
+
+
+def group_of(n: int) -> GroupCheck:
+    return GroupCheck(REWRITE, {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(n)})
+
+
+def test_a_group_is_suppressed_when_every_sample_matches() -> None:
+    group = group_of(30)
+    assert len(group.sample) == group_sample_size(30, DEFAULT_POLICY) == 8
+    assert set(group.sample) | set(group.held) == set(group.members)
+    for url in group.sample[:-1]:
+        assert group.record(url, True) is GroupVerdict.PENDING
+    assert group.waiting_for == group.sample[-1:]
+    assert group.record(group.sample[-1], True) is GroupVerdict.SUPPRESS
+
+
+def test_one_sample_that_does_not_match_releases_the_group_at_once() -> None:
+    group = group_of(30)
+    assert group.record(group.sample[3], False) is GroupVerdict.FOLLOW
+    assert group.record(group.sample[0], True) is GroupVerdict.FOLLOW  # final
+    assert group.record(group.held[0], True) is GroupVerdict.FOLLOW  # not a sample: ignored
+
+
+def test_the_first_report_of_a_sample_counts() -> None:
+    group = group_of(3)
+    assert group.held == ()
+    group.record(group.sample[0], True)
+    group.record(group.sample[0], False)
+    assert group.verdict is GroupVerdict.PENDING
+
+
+@given(st.integers(1, 300), st.randoms(use_true_random=False))
+def test_every_process_picks_the_same_sample(n: int, rng: object) -> None:
+    members = {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(n)}
+    shuffled = list(members.items())
+    rng.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert GroupCheck(REWRITE, dict(shuffled)).sample == group_of(n).sample
+
+
+def test_an_empty_group_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        GroupCheck(REWRITE, {})
