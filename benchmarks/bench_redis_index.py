@@ -2,7 +2,8 @@
 
 Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
 
-    python benchmarks/bench_redis_index.py [--n 1000000] [--k 3] [--shard-bits 4] [--cluster]
+    python benchmarks/bench_redis_index.py [--n 1000000] [--k 3] [--radius 6] [--replicas 2]
+                                           [--shard-bits 4] [--cluster]
 
 It starts its own redis-server (or a 3-node Redis Cluster with ``--cluster``) on loopback
 ports, plans the table design for ``--n`` fingerprints (``planner.plan``), fills the index with
@@ -89,13 +90,15 @@ def _servers(cluster: bool) -> Iterator[tuple[Client, list[redis.Redis]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--k", type=int, default=3, help="the tables' k (NEARDUP_TABLES_K)")
+    parser.add_argument("--radius", type=int, help="search radius (NEARDUP_K); default --k")
+    parser.add_argument("--replicas", type=int, default=1, help="NEARDUP_TABLE_REPLICAS")
     parser.add_argument("--shard-bits", type=int, default=4)
     parser.add_argument("--extra", type=int, default=50_000, help="fingerprints per timing run")
     parser.add_argument("--ttl", type=int, default=0)
     parser.add_argument("--cluster", action="store_true", help="3-node Redis Cluster")
     args = parser.parse_args()
-    design = plan(args.n, args.k).design()
+    design = plan(args.n, args.k, replicas=args.replicas).design()
     fps = _fingerprints(args.n + 2 * args.extra, args.k, seed=11)
     ids = np.arange(fps.size, dtype=np.uint64)
     with _servers(args.cluster) as (client, nodes):
@@ -108,6 +111,7 @@ def main() -> None:
             expected_n=args.n,
             shard_bits=args.shard_bits,
             ttl=args.ttl or None,
+            radius=args.radius,
         )
         where = "3-node cluster" if args.cluster else "single redis"
         print(

@@ -14,6 +14,7 @@ distances can be computed on permuted values directly.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,6 +28,7 @@ from dedup_worker.errors import ConfigError
 
 F = 64
 MAX_K = 16
+MAX_REPLICAS = 4
 
 
 @dataclass(frozen=True)
@@ -61,16 +63,23 @@ class Table:
 
 @dataclass(frozen=True)
 class Design:
-    """A family of tables that together find every pair within distance ``k``."""
+    """A family of tables that together find every pair within distance ``k``.
+
+    ``replicas`` > 1 repeats the tables over other orders of the 64 bits: each replica alone
+    is complete up to k, and together they find more of the pairs beyond k (a pair is missed
+    only if its differing bits touch too many blocks in every replica).
+    """
 
     k: int
     splits: tuple[int, ...]
     tables: tuple[Table, ...]
+    replicas: int = 1
 
     @property
     def name(self) -> str:
-        """E.g. ``6c3`` (6 blocks, keyed on 3) or ``4c1>4c1`` (two levels)."""
-        return ">".join(f"{r}c{r - self.k}" for r in self.splits)
+        """E.g. ``6c3`` (6 blocks, keyed on 3), ``4c1>4c1`` (two levels), ``4c1x2`` (twice)."""
+        base = ">".join(f"{r}c{r - self.k}" for r in self.splits)
+        return base if self.replicas == 1 else f"{base}x{self.replicas}"
 
     @property
     def key_bits(self) -> tuple[int, int]:
@@ -96,21 +105,43 @@ class Design:
         return f"{self.name}: {len(self.tables)} tables, {bits} leading bits, k={self.k}"
 
 
-def build_design(k: int, splits: Sequence[int]) -> Design:
+def build_design(k: int, splits: Sequence[int], replicas: int = 1) -> Design:
     """The design that splits 64 bits into ``splits[0]`` blocks, then the rest into ``splits[1]``…
 
     Every level must have more blocks than k (so that r - k >= 1 blocks agree) and no block
-    may be empty.
+    may be empty. Replica 0 cuts the bits in their natural order; replica j > 0 cuts them in
+    a fixed pseudo-random order (``replica_order``).
     """
     if not 0 <= k <= MAX_K:
         raise ConfigError(f"k must be 0..{MAX_K}, got {k}")
     if not splits:
         raise ConfigError("a design needs at least one level of blocks")
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise ConfigError(f"replicas must be 1..{MAX_REPLICAS}, got {replicas}")
     tables = [
         Table(order, key_bits)
-        for order, key_bits in _level(tuple(range(F - 1, -1, -1)), 0, k, tuple(splits))
+        for replica in range(replicas)
+        for order, key_bits in _level(replica_order(replica), 0, k, tuple(splits))
     ]
-    return Design(k=k, splits=tuple(splits), tables=tuple(tables))
+    return Design(k=k, splits=tuple(splits), tables=tuple(tables), replicas=replicas)
+
+
+def replica_order(replica: int) -> tuple[int, ...]:
+    """The order in which a replica cuts the 64 bit positions into blocks (63 first).
+
+    Replica 0: 63..0. Others: sorted by a stable hash of (replica, bit), so every process and
+    release builds the same tables (BLAKE2b, never Python's salted hash()). A scattered order
+    finds pairs beyond k as often as a random one (0.93 of 5-bit differences for 4c1x2, vs
+    0.92 for blocks merely rotated by 8 bits).
+    """
+    bits = tuple(range(F - 1, -1, -1))
+    if replica == 0:
+        return bits
+
+    def rank(bit: int) -> bytes:
+        return hashlib.blake2b(f"neardup-replica:{replica}:{bit}".encode(), digest_size=8).digest()
+
+    return tuple(sorted(bits, key=rank))
 
 
 def _level(
@@ -159,9 +190,9 @@ def _segments(order: tuple[int, ...]) -> list[int]:
     return out
 
 
-def table_count(k: int, splits: Sequence[int]) -> int:
+def table_count(k: int, splits: Sequence[int], replicas: int = 1) -> int:
     """Number of tables of a design, without building it."""
-    count = 1
+    count = replicas
     for r in splits:
         count *= comb(r, k)
     return count

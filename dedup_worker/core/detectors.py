@@ -11,9 +11,10 @@ A detector is named by a spec string, ``name[:key=value,...]``, e.g.
 Every run returns all candidate pairs up to the largest distance of the curves, so one run
 gives the whole precision/recall-per-k curve.
 
-``tables=K`` (with optional ``blocks=R``) mirrors the worker's index: candidates beyond K must
-also agree on the key bits of a table of the design for K (``R`` blocks, default the planner's
-choice for a million pages), exactly the matching rule of ``index_api.HammingIndex``.
+``tables=K`` (with optional ``blocks=R`` and ``replicas=N``) mirrors the worker's index:
+candidates beyond K must also agree on the key bits of a table of the design for K (``R``
+blocks, default the planner's choice for a million pages, repeated over N orders of the bits),
+exactly the matching rule of ``index_api.HammingIndex``.
 Without it every pair within k is a candidate, as if the tables were complete up to k.
 """
 
@@ -71,17 +72,19 @@ class Spec:
     supers: SuperShingleConfig = field(default_factory=SuperShingleConfig)
     #: minhash only: also require the full MinHash estimate to reach this (0 = no check).
     verify: float = 0.0
-    #: The index tables' own k (-1: complete up to k) and their block count (0: planner's).
+    #: The index tables' own k (-1: complete up to k), their block count (0: planner's) and
+    #: how many orders of the bits they are repeated over.
     tables: int = -1
     blocks: int = 0
+    replicas: int = 1
 
     def design(self) -> Design | None:
         """The table design candidates must agree with beyond its k (None: no such rule)."""
         if self.kind == "minhash" or self.tables < 0 or self.tables >= self.k:
             return None
         if self.blocks:
-            return build_design(self.tables, (self.blocks,))
-        return plan(PLANNED_PAGES, self.tables).design()
+            return build_design(self.tables, (self.blocks,), self.replicas)
+        return plan(PLANNED_PAGES, self.tables, replicas=self.replicas).design()
 
     @property
     def bytes_per_page(self) -> int:
@@ -131,7 +134,7 @@ def _group(key: str) -> str:
             return name
     if key in _SUPER_KEYS:
         return "supers"
-    if key in ("k", "verify", "tables", "blocks"):
+    if key in ("k", "verify", "tables", "blocks", "replicas"):
         return "top"
     raise ConfigError(f"unknown detector setting {key!r}")
 

@@ -43,9 +43,11 @@ class Option:
     candidates_per_probe: float
     bytes_per_fingerprint: float
     probe_ns: float
+    replicas: int = 1
 
     def row(self, k: int) -> str:
         name = ">".join(f"{r}c{r - k}" for r in self.splits)
+        name += f"x{self.replicas}" if self.replicas > 1 else ""
         low, high = self.key_bits
         bits = f"{low}" if low == high else f"{low}..{high}"
         return (
@@ -74,7 +76,7 @@ class Plan:
             object.__setattr__(self, "radius", self.k)
 
     def design(self) -> Design:
-        return build_design(self.k, self.chosen.splits)
+        return build_design(self.k, self.chosen.splits, self.chosen.replicas)
 
     def coverage(self) -> dict[int, float]:
         """Share of pairs found at each distance up to the radius (``coverage``)."""
@@ -100,9 +102,9 @@ class Plan:
         return "\n".join(lines)
 
 
-def evaluate(n: int, k: int, splits: tuple[int, ...]) -> Option:
+def evaluate(n: int, k: int, splits: tuple[int, ...], replicas: int = 1) -> Option:
     """Costs of one design for ``n`` fingerprints, computed from block sizes alone."""
-    design = build_design(k, splits)
+    design = build_design(k, splits, replicas)
     key_bits = [table.key_bits for table in design.tables]
     candidates = sum(n / 2.0**bits for bits in key_bits)
     tables = len(key_bits)
@@ -113,6 +115,7 @@ def evaluate(n: int, k: int, splits: tuple[int, ...]) -> Option:
         candidates_per_probe=candidates,
         bytes_per_fingerprint=tables * (ENTRY_BYTES + DIRECTORY_BYTES),
         probe_ns=tables * PROBE_NS + candidates * CANDIDATE_NS,
+        replicas=replicas,
     )
 
 
@@ -146,17 +149,19 @@ def plan(
     max_candidates: float | None = None,
     max_bytes: float | None = None,
     radius: int | None = None,
+    replicas: int = 1,
 ) -> Plan:
-    """Pick the fastest design complete for ``k`` for ``n`` fingerprints within the bounds.
+    """Pick the fastest design complete for ``k`` for ``n`` fingerprints within the bounds,
+    with its tables repeated over ``replicas`` orders of the bits (``design.build_design``).
 
     ``radius`` (default k) is only reported on: ``Plan.coverage`` says how much of each
-    distance beyond k the chosen tables still find.
+    distance beyond k the chosen tables still find; more replicas find more of it.
     """
     if radius is not None and radius < k:
         raise ConfigError(f"search radius {radius} must be at least the tables' k ({k})")
     if n < 1:
         raise ConfigError(f"expected number of fingerprints must be >= 1, got {n}")
-    options = tuple(evaluate(n, k, splits) for splits in enumerate_designs(k))
+    options = tuple(evaluate(n, k, splits, replicas) for splits in enumerate_designs(k))
     allowed = [
         o
         for o in options

@@ -133,9 +133,11 @@ DEFAULT_SKETCH = SketchConfig()
 #: of a language from outvoting the rest, which made uncapped single-word fingerprints crowd
 #: together (hundreds of candidates per page on a same-language corpus).
 RECOMMENDED_FEATURES = FeatureConfig(shingle=1, title_weight=0, tf_cap=4)
-#: Search radius, and the distance up to which the tables find every candidate (README).
-RECOMMENDED_K = 5
+#: Search radius, the distance up to which the tables find every candidate, and how many
+#: orders of the bits the tables are repeated over (README, "Detection quality").
+RECOMMENDED_K = 6
 RECOMMENDED_TABLES_K = 3
+RECOMMENDED_REPLICAS = 2
 
 
 class Sketcher:

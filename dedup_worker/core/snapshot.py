@@ -96,6 +96,7 @@ def save(index: InMemoryIndex, path: str | Path, version_tag: str = "") -> int:
         "format": FORMAT,
         "k": index.k,
         "splits": list(index.design.splits),
+        "replicas": index.design.replicas,
         "version_tag": version_tag,
         "count": int(fps.size),
         "low_width": width,
@@ -131,7 +132,7 @@ def load(path: str | Path, expected_version_tag: str | None = None) -> InMemoryI
     )
     n = header["count"]
     fps = decode(n, header["low_width"], low, upper)
-    index = InMemoryIndex(build_design(header["k"], header["splits"]))
+    index = InMemoryIndex(build_design(header["k"], header["splits"], header.get("replicas", 1)))
     if n:
         index.insert(fps, np.frombuffer(ids_raw, dtype="<u8").astype(np.uint64))
     return index

@@ -51,8 +51,9 @@ class WorkerConfig:
     dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
     group_id: str = "neardup-dedup"
     worker_id: str = ""  # "" means the host name
-    k: int = 5
+    k: int = 6
     tables_k: int = -1  # -1 means min(3, k)
+    table_replicas: int = 2
     shingle: int = 1
     tf_cap: int = 4
     verify: bool = True  # check fingerprint candidates with the MinHash sketch
@@ -101,7 +102,8 @@ class WorkerConfig:
             f"kafka={self.kafka_bootstrap} redis={self.redis_url}"
             f"{' (cluster)' if self.redis_cluster else ''} topics={self.pages_topic}->"
             f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
-            f"worker={self.worker_id} k={self.k} tables_k={self.tables_k} "
+            f"worker={self.worker_id} k={self.k} tables_k={self.tables_k}"
+            f"x{self.table_replicas} "
             f"shingle={self.shingle} tf_cap={self.tf_cap} "
             f"sketch={self.sketch_bins}x{self.sketch_bits if self.verify else 'off'} "
             f"batch={self.batch_max_records}/{self.batch_max_wait_ms}ms "
@@ -268,6 +270,12 @@ OPTIONS: tuple[_Option, ...] = (
         _integer(0, 8),
         "distance up to which the index tables find every candidate (default min(3, k)); "
         "beyond it, up to k, those agreeing on one table's key bits (neardup plan --radius)",
+    ),
+    _Option(
+        "table_replicas",
+        _integer(1, 4),
+        "repeat the index tables over this many orders of the bits: each finds more of the "
+        "candidates beyond the tables' k, and costs as much memory and Redis time again",
     ),
     _Option(
         "shingle",

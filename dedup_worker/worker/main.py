@@ -112,7 +112,13 @@ def engine_settings(config: WorkerConfig) -> EngineSettings:
 
 def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex, DocStore]:
     bound = config.max_bytes_per_fingerprint or None
-    chosen = plan(config.expected_pages, config.tables_k, max_bytes=bound, radius=config.k)
+    chosen = plan(
+        config.expected_pages,
+        config.tables_k,
+        max_bytes=bound,
+        radius=config.k,
+        replicas=config.table_replicas,
+    )
     logger.info("index design: %s", chosen.reason)
     if config.k > config.tables_k:
         shares = ", ".join(f"{d}: {share:.0%}" for d, share in chosen.coverage().items())

@@ -41,6 +41,12 @@ def register(commands: Any) -> None:
         type=int,
         help="search radius beyond k: also report the share of pairs found at each distance",
     )
+    planner.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="repeat the tables over this many orders of the bits (finds more beyond k)",
+    )
     planner.add_argument("--max-candidates", type=float, help="bound on candidates per probe")
     planner.add_argument("--max-bytes", type=float, help="bound on index bytes per fingerprint")
     planner.set_defaults(handler=run_plan)
@@ -77,7 +83,9 @@ def run_plan(args: argparse.Namespace) -> int:
     from dedup_worker.errors import ConfigError
 
     try:
-        chosen = plan(int(args.n), args.k, args.max_candidates, args.max_bytes, args.radius)
+        chosen = plan(
+            int(args.n), args.k, args.max_candidates, args.max_bytes, args.radius, args.replicas
+        )
     except ConfigError as exc:
         return _fail(str(exc))
     print(chosen.explain())

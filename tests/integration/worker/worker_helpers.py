@@ -298,7 +298,8 @@ def candidate_rule() -> Callable[[int, int], bool]:
     """The index's matching rule under the default configuration: within k, and (beyond the
     tables' k) agreeing with the query on one table's key bits (``HammingIndex``)."""
     config = load_config([], {})
-    masks = [int(m) for m in plan(config.expected_pages, config.tables_k).design().key_masks]
+    design = plan(config.expected_pages, config.tables_k, replicas=config.table_replicas).design()
+    masks = [int(m) for m in design.key_masks]
 
     def near(a: int, b: int) -> bool:
         diff = a ^ b

@@ -13,11 +13,11 @@ from sites.server import ADDRESSES, SiteServer
 
 from crawler.extract import extract
 from dedup_worker.contract.messages import Page, Verdict
-from dedup_worker.core.engine import DedupEngine, EngineSettings
-from dedup_worker.core.memory_index import InMemoryIndex
-from dedup_worker.core.planner import plan
-from dedup_worker.core.records import MemoryDocStore
+from dedup_worker.core.engine import EngineSettings
 from dedup_worker.core.simhash import Document, Fingerprinter, hamming
+from dedup_worker.worker.config import load_config
+from dedup_worker.worker.main import build_engine
+from dedup_worker.worker.metrics import WorkerMetrics
 
 K = 3
 #: Different pages must be far apart, not just beyond k: a margin against tokenizer changes.
@@ -85,9 +85,7 @@ def test_the_engine_finds_exactly_the_planted_duplicates(
     dups = {d["url"]: d for d in truth["duplicates"]}
     order = [*truth["unique"], *dups]  # originals first, as a crawl fetches them
     batch = [replace(pages[url], fetched_at=1000.0 + i) for i, url in enumerate(order)]
-    engine = DedupEngine(
-        InMemoryIndex(plan(1000, K, max_bytes=100).design()), MemoryDocStore(), EngineSettings(k=K)
-    )
+    engine = build_engine(load_config([], {}), WorkerMetrics())  # as dedup-worker builds it
     decisions = {d.url: d for d in engine.process(batch)}
     for url in truth["unique"]:
         assert decisions[url].verdict is Verdict.UNIQUE, url

@@ -19,6 +19,7 @@ from dedup_worker.core.simhash import Document
 from dedup_worker.core.sketch import (
     RECOMMENDED_FEATURES,
     RECOMMENDED_K,
+    RECOMMENDED_REPLICAS,
     RECOMMENDED_TABLES_K,
     SketchConfig,
 )
@@ -26,7 +27,8 @@ from dedup_worker.core.sketch import (
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "quality"
 WINNER = "hybrid:title_weight=0,k=3,bins=512,bits=2,threshold=0.9"  # uncapped words, k=3
 DEFAULT = (  # the engine's default (README, "Detection quality")
-    "hybrid:title_weight=0,shingle=1,tf_cap=4,k=5,tables=3,bins=1024,bits=2,threshold=0.9"
+    "hybrid:title_weight=0,shingle=1,tf_cap=4,k=6,tables=3,replicas=2,bins=1024,bits=2,"
+    "threshold=0.9"
 )
 PREVIOUS = "hybrid:title_weight=0,shingle=2,k=3,bins=256,bits=1,threshold=0.9"  # word pairs
 SHINGLES = "simhash:shingle=4,k=3"  # the plain baseline (Manku et al. style features)
@@ -96,7 +98,7 @@ def test_previous_default_floors() -> None:
 def test_default_spec_is_the_engines_default() -> None:
     spec = detectors.parse_spec(DEFAULT)
     assert spec.features == RECOMMENDED_FEATURES and spec.k == RECOMMENDED_K
-    assert spec.tables == RECOMMENDED_TABLES_K
+    assert spec.tables == RECOMMENDED_TABLES_K and spec.replicas == RECOMMENDED_REPLICAS
     assert spec.sketch == SketchConfig()
     winner = detectors.parse_spec(WINNER)
     assert winner.sketch == SketchConfig(log2_bins=9, bits=2) and winner.features.shingle == 1
