@@ -151,6 +151,9 @@ class SlotLease:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._renew_failing = False
+        # No fencing until then: after an outage of the store every lease lapsed, the live
+        # ones included, so their holders get one ttl to renew before any of them is fenced.
+        self._fence_after = float("-inf")
 
     # ---- the slot --------------------------------------------------------------------------
 
@@ -208,8 +211,8 @@ class SlotLease:
             return "no worker slot held"
         return (
             f"the lease of worker slot {held.slot} was last renewed "
-            f"{self._clock() - held.renewed_at:.1f} s ago (NEARDUP_LEASE_TTL_MS={self._ttl_ms}; "
-            "is Redis reachable, or was this process paused?)"
+            f"{self._clock() - held.renewed_at:.1f} s ago, NEARDUP_LEASE_TTL_MS={self._ttl_ms}: "
+            "is Redis reachable, or was this process paused?"
         )
 
     def refresh(self) -> LeaseStatus:
@@ -242,9 +245,12 @@ class SlotLease:
             if not self._renew_failing:
                 logger.warning("could not renew the lease of worker slot %d: %s", held.slot, exc)
             self._renew_failing = True
+            self._fence_after = float("inf")
             return False
         if self._renew_failing and renewed:
             logger.info("renewed the lease of worker slot %d again", held.slot)
+        if self._fence_after == float("inf"):
+            self._fence_after = sent + self._ttl_ms / 1000
         self._renew_failing = False
         with self._lock:
             if held is not self._held:
@@ -255,7 +261,7 @@ class SlotLease:
                 held.lose()
         if not renewed:
             logger.warning(
-                "worker slot %d was taken over after its lease lapsed (%s): this worker stops "
+                "worker slot %d was taken over after its lease lapsed (%s); this worker stops "
                 "producing under %s and takes another slot",
                 held.slot,
                 self.lapse_detail(),
@@ -274,7 +280,10 @@ class SlotLease:
                 return
 
     def _fence_one(self) -> bool:
-        """Claim the lowest lapsed slot, fence its id, free it; False when none lapsed."""
+        """Claim the lowest lapsed slot, fence its id, free it; False when none lapsed (or
+        this worker's own renewals failed within the last ttl, see ``_fence_after``)."""
+        if self._clock() < self._fence_after:
+            return False
         fencer = f"{self.owner}/fence"
         slot = self._store.claim_lapsed(fencer, self._ttl_ms)
         if slot is None:

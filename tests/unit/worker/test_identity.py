@@ -64,6 +64,17 @@ def lease(store: MemorySlotStore, clock: Clock, fences: Fences | None = None) ->
     return held
 
 
+class FlakyStore(MemorySlotStore):
+    """The memory store, unreachable while ``down``."""
+
+    down = False
+
+    def renew(self, slot: int, owner: str, ttl_ms: int) -> bool:
+        if self.down:
+            raise BackendUnavailable("redis unreachable")
+        return super().renew(slot, owner, ttl_ms)
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -131,6 +142,31 @@ def test_a_slot_whose_fencing_failed_is_fenced_again_once_the_claim_lapses(
     second._renew_once()
     assert second._fence_one()
     assert working.fenced == ["g.slot-0"]
+
+
+def test_after_an_outage_of_the_store_live_workers_get_a_ttl_to_renew_before_fencing(
+    clock: Clock,
+) -> None:
+    store = FlakyStore(8, clock.ms)
+    fences = Fences()
+    first, second = lease(store, clock), lease(store, clock, fences)
+    store.down = True
+    assert not second._renew_once()
+    clock.now += 30  # every lease lapsed, the live ones included
+    store.down = False
+    assert second._renew_once()
+    assert not second._fence_one()  # the first one may be alive: give it a ttl to renew
+    assert first._renew_once()
+    clock.now += 5
+    assert first._renew_once()
+    clock.now += 5
+    assert second._renew_once()
+    assert not second._fence_one()  # allowed again, and nothing lapsed
+    assert fences.fenced == []
+    clock.now += 11  # now the first one really stopped renewing
+    assert second._renew_once()
+    assert second._fence_one()
+    assert fences.fenced == ["g.slot-0"]
 
 
 def test_close_frees_a_clean_slot_and_leaves_an_unclean_one_to_lapse(
@@ -209,17 +245,6 @@ class Connections:
     def __call__(self, transactional_id: str) -> Any:
         self.made.append(FakeProducer(transactional_id, self))
         return self.made[-1]
-
-
-class FlakyStore(MemorySlotStore):
-    """The memory store, unreachable while ``down``."""
-
-    down = False
-
-    def renew(self, slot: int, owner: str, ttl_ms: int) -> bool:
-        if self.down:
-            raise BackendUnavailable("redis unreachable")
-        return super().renew(slot, owner, ttl_ms)
 
 
 def test_the_producer_waits_out_a_lapsing_lease_and_replaces_a_lost_one(clock: Clock) -> None:
