@@ -41,6 +41,7 @@ class DecisionProducer:
         self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
         self._in_transaction = False
+        self._replace_pending = False  # an abort could not replace the producer yet
 
     def _connect(self) -> Producer:
         if not self.transactional:
@@ -76,6 +77,11 @@ class DecisionProducer:
         }
         if transactional_id is not None:
             settings["transactional.id"] = transactional_id
+            # librdkafka's send_offsets_to_transaction ignores its timeout (librdkafka #5456)
+            # and waits for the broker up to the socket timeout: bring that near the commit's
+            # retry limit, so the limit holds for that call too (never below 10 s, which the
+            # broker's slowest answers need, nor above librdkafka's default 60 s).
+            settings["socket.timeout.ms"] = min(60_000, max(10_000, self._config.commit_retry_ms))
         return Producer(settings)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
@@ -90,6 +96,8 @@ class DecisionProducer:
 
     def begin(self) -> None:
         self._delivery_error = None
+        if self._replace_pending:
+            self._replace()  # BackendUnavailable while the broker is still away: retried later
         if self.transactional:
             with kafka_errors("beginning a transaction"):
                 self._producer.begin_transaction()
@@ -129,8 +137,7 @@ class DecisionProducer:
         )
         self._in_transaction = False
 
-    @staticmethod
-    def _retrying(what: str, call: Callable[[float], None], deadline: float) -> None:
+    def _retrying(self, what: str, call: Callable[[float], None], deadline: float) -> None:
         while True:
             left = deadline - time.monotonic()
             try:
@@ -139,9 +146,20 @@ class DecisionProducer:
             except KafkaException as exc:
                 error = exc.args[0]
                 again = error.retriable() and not error.txn_requires_abort()
-                if not again or time.monotonic() >= deadline:
-                    raise translate_error(error, what) from exc
-                logger.warning("%s: %s: %s; retrying", what, error.name(), error.str())
+                if again and time.monotonic() < deadline:
+                    logger.warning("%s: %s: %s; retrying", what, error.name(), error.str())
+                    continue
+                if again or error.txn_requires_abort():
+                    why = (
+                        f"gave up after NEARDUP_COMMIT_RETRY_MS={self._config.commit_retry_ms}"
+                        if again
+                        else "the transaction must be aborted"
+                    )
+                    logger.warning(
+                        "%s: %s: %s; %s: the batch is aborted and redone",
+                        *(what, error.name(), error.str(), why),
+                    )
+                raise translate_error(error, what) from exc
 
     def flush(self) -> None:
         """Non-transactional: wait until every record is acknowledged (or raise)."""
@@ -164,10 +182,24 @@ class DecisionProducer:
                 self._producer.abort_transaction(REQUEST_TIMEOUT_S)
         except BackendUnavailable as exc:
             logger.warning("abort failed (%s); replacing the producer", exc)
-            self._producer.flush(1)
-            self._producer = self._transactional_producer()
+            try:
+                self._replace()
+            except BackendUnavailable as again:
+                logger.warning(
+                    "producer not replaced yet (retried before the next batch): %s", again
+                )
         except NeardupError as exc:
             logger.error("abort failed: %s", exc)
+
+    def _replace(self) -> None:
+        """A new producer with the same transactional id (after a commit that gave up, librdkafka
+        refuses to abort: "conflicting commit_transaction call in progress"). Its initialisation
+        makes the broker finish the old transaction first; until it succeeds no transaction
+        begins."""
+        self._replace_pending = True
+        self._producer.flush(1)
+        self._producer = self._transactional_producer()
+        self._replace_pending = False
 
     def close(self) -> None:
         left = self._producer.flush(10)
