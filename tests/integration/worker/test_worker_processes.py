@@ -14,6 +14,7 @@ from urllib.request import urlopen
 
 import numpy as np
 import pytest
+from flow_helpers import trickle, wait_for_log
 from kafka import KafkaConsumer, TopicPartition
 from worker_helpers import (
     Setup,
@@ -21,8 +22,6 @@ from worker_helpers import (
     WorkerProcess,
     check_against_oracle,
     family_stream,
-    trickle,
-    wait_for_log,
 )
 
 from dedup_worker.contract.messages import decode_page

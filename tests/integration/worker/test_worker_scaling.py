@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from flow_helpers import Flow, wait_for_log
 from worker_helpers import (
     DecisionReader,
-    Flow,
     Setup,
     WorkerProcess,
     check_against_oracle,
@@ -28,7 +28,6 @@ from worker_helpers import (
     page,
     produce_pages,
     text,
-    wait_for_log,
 )
 
 from dedup_worker.adapters.redis_client import connect
