@@ -50,7 +50,7 @@ class WorkerConfig:
     decisions_topic: str = "decisions"
     dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
     group_id: str = "neardup-dedup"
-    worker_id: str = ""  # "" means the host name
+    worker_id: str = ""  # "": a slot leased in Redis, or the host name (memory, no transactions)
     k: int = 6
     tables_k: int = -1  # -1 means min(3, k)
     table_replicas: int = 2
@@ -75,6 +75,10 @@ class WorkerConfig:
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     max_message_bytes: int = 128 * 1024 * 1024
     backoff_max_ms: int = 30_000
+    commit_retry_ms: int = 120_000
+    lease_ttl_ms: int = 10_000
+    lease_renew_ms: int = 2_000
+    worker_slots: int = 1024
     log_level: str = "INFO"
     log_format: LogFormat = "text"
 
@@ -91,10 +95,21 @@ class WorkerConfig:
         )
 
     @property
+    def leased_identity(self) -> bool:
+        """No fixed worker id: the worker leases a slot in Redis and produces under the slot's
+        transactional id (see ``dedup_worker.core.slots``)."""
+        return not self.worker_id
+
+    @property
     def transactional_id(self) -> str:
-        """Stable per worker: a restarted worker with the same id fences its dead predecessor
-        (and aborts the transaction it left open)."""
-        return f"{self.group_id}.{self.worker_id}"
+        """The transactional id of a fixed worker id: a restarted worker with the same id
+        fences its dead predecessor (and aborts the transaction it left open)."""
+        return transactional_id(self.group_id, self.worker_id)
+
+    @property
+    def client_name(self) -> str:
+        """Kafka ``client.id``: the worker id, or the host name for a leased one."""
+        return f"dedup-worker-{self.worker_id or host_name()}"
 
     def describe(self) -> str:
         """One log line with the settings that matter when reading a worker's log."""
@@ -102,7 +117,7 @@ class WorkerConfig:
             f"kafka={self.kafka_bootstrap} redis={self.redis_url}"
             f"{' (cluster)' if self.redis_cluster else ''} topics={self.pages_topic}->"
             f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
-            f"worker={self.worker_id} k={self.k} tables_k={self.tables_k}"
+            f"worker={self.worker_id or '(leased slot)'} k={self.k} tables_k={self.tables_k}"
             f"x{self.table_replicas} "
             f"shingle={self.shingle} tf_cap={self.tf_cap} "
             f"sketch={self.sketch_bins}x{self.sketch_bits if self.verify else 'off'} "
@@ -259,7 +274,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("decisions_topic", _topic, "topic decisions are published to"),
     _Option("dlq_topic", _dlq, "dead-letter topic (default: <pages topic>.dlq)"),
     _Option("group_id", _name, "Kafka consumer group shared by all workers"),
-    _Option("worker_id", _name, "id of this worker, stable across restarts (default: hostname)"),
+    _Option(
+        "worker_id",
+        _name,
+        "fixed id of this worker (default: a slot leased in Redis; the host name with "
+        "NEARDUP_REDIS_URL=memory or NEARDUP_TRANSACTIONAL=off)",
+    ),
     _Option(
         "k",
         _integer(0, 8),
@@ -315,6 +335,20 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("max_text_bytes", _integer(1, 1 << 31), "larger page texts go to the DLQ"),
     _Option("max_message_bytes", _integer(_MIB, 1 << 31), "largest message the worker sends"),
     _Option("backoff_max_ms", _integer(10, 3_600_000), "cap of the retry backoff"),
+    _Option(
+        "commit_retry_ms",
+        _integer(0, 3_600_000),
+        "how long a transaction's commit retries in place while the broker is unreachable, "
+        "before the batch is aborted and redone",
+    ),
+    _Option(
+        "lease_ttl_ms",
+        _integer(1000, 600_000),
+        "a worker slot's lease lapses this long after its last renewal (a dead worker's open "
+        "transaction is aborted about this long after it died)",
+    ),
+    _Option("lease_renew_ms", _integer(100, 200_000), "how often a worker renews its slot lease"),
+    _Option("worker_slots", _integer(1, 100_000), "most workers of one group at a time (slots)"),
     _Option("log_level", _choice(*_LOG_LEVELS, upper=True), "DEBUG, INFO, WARNING or ERROR"),
     _Option("log_format", _choice("text", "json"), "log line format: text or json"),
 )
@@ -368,19 +402,37 @@ def _resolved(config: WorkerConfig) -> WorkerConfig:
     config = replace(
         config,
         dlq_topic=config.dlq_topic or f"{config.pages_topic}.dlq",
-        worker_id=config.worker_id or _default_worker_id(),
+        worker_id=config.worker_id or _default_worker_id(config),
         tables_k=config.tables_k if config.tables_k >= 0 else min(DEFAULT_TABLES_K, config.k),
     )
     _check_together(config)
     return config
 
 
-def _default_worker_id() -> str:
-    """The host name: stable across restarts, which the transactional id needs (a restarted
-    worker must fence its dead predecessor and abort the transaction it left open; Tansu never
-    times such a transaction out, so read_committed readers would wait for it forever).
-    Several workers on one host need distinct NEARDUP_WORKER_IDs."""
+def _default_worker_id(config: WorkerConfig) -> str:
+    """ "" (lease a slot in Redis at start-up) when there is Redis and transactions may be used.
+
+    The transactional id must be stable across restarts, so that a restarted worker fences its
+    dead predecessor and aborts the transaction it left open (Tansu never times one out, and
+    read_committed readers would wait behind it forever), yet distinct between live workers,
+    which would fence each other. Slots leased in Redis give both with one environment for every
+    process (see ``dedup_worker.core.slots``). Without Redis (``memory``: the index lives in
+    the process, so there is one process by definition) the host name is stable and a second
+    process on the host is refused at start-up; without transactions the id only names the
+    Kafka client."""
+    if config.memory_backend or config.transactional == "off":
+        return host_name()
+    return ""
+
+
+def host_name() -> str:
+    """The host name, as a worker id may spell it."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "worker"
+
+
+def transactional_id(group_id: str, worker_id: str) -> str:
+    """The Kafka transactional id of worker ``worker_id`` (fixed, or a slot's name) in a group."""
+    return f"{group_id}.{worker_id}"
 
 
 def _check_together(config: WorkerConfig) -> None:
@@ -404,6 +456,12 @@ def _check_together(config: WorkerConfig) -> None:
             raise ConfigError(
                 f"NEARDUP_SKETCH_BINS / NEARDUP_SKETCH_BITS / NEARDUP_VERIFY_THRESHOLD: {exc}"
             ) from None
+    if config.lease_renew_ms * 3 > config.lease_ttl_ms:
+        raise ConfigError(
+            "NEARDUP_LEASE_RENEW_MS must be at most a third of NEARDUP_LEASE_TTL_MS "
+            f"({config.lease_ttl_ms}), so a lease survives two missed renewals; got "
+            f"{config.lease_renew_ms}"
+        )
     if config.max_message_bytes < config.max_text_bytes:
         raise ConfigError(
             "NEARDUP_MAX_MESSAGE_BYTES must be at least NEARDUP_MAX_TEXT_BYTES "

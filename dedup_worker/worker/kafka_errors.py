@@ -24,6 +24,10 @@ class BrokerError(NeardupError):
     """Kafka refused in a way retrying will not fix; the message says what happened."""
 
 
+class ProducerFenced(BrokerError):
+    """Another producer initialised our transactional id; this one can never commit again."""
+
+
 class OwnershipLost(NeardupError):
     """A rebalance moved the batch's partitions; their new owner processes the batch again."""
 
@@ -65,7 +69,7 @@ def translate_error(error: KafkaError, what: str) -> NeardupError:
     code = error.code()
     text = f"{what}: {error.name()}: {error.str()}"
     if code in _FENCED:
-        return BrokerError(
+        return ProducerFenced(
             f"{text} (another producer with this transactional id is active: "
             "do two workers share one NEARDUP_WORKER_ID?)"
         )

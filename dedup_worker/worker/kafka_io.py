@@ -74,7 +74,7 @@ class Record:
 def client_settings(config: WorkerConfig) -> dict[str, Any]:
     return {
         "bootstrap.servers": config.kafka_bootstrap,
-        "client.id": f"dedup-worker-{config.worker_id}",
+        "client.id": config.client_name,
         "logger": _client_logger,
         "error_cb": _log_client_error,
     }

@@ -21,9 +21,8 @@ from dedup_worker.worker.kafka_io import (
 
 logger = logging.getLogger(__name__)
 
-#: How long a commit keeps retrying a retriable failure (librdkafka's advice: retry the call,
-#: abort only when it says the transaction requires it) before the batch is aborted instead.
-COMMIT_RETRY_S = 120.0
+#: The shortest wait a transactional call is given, even when the commit's retry time is over.
+MIN_CALL_TIMEOUT_S = 1.0
 
 
 class DecisionProducer:
@@ -35,12 +34,14 @@ class DecisionProducer:
     transaction librdkafka also fails ``commit_transaction``.
     """
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, transactional_id: str | None = None) -> None:
         self._config = config
+        self.transactional_id = transactional_id or config.transactional_id
         self.transactional = config.transactional != "off"
         self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
         self._in_transaction = False
+        self._replace_pending = False  # an abort could not replace the producer yet
 
     def _connect(self) -> Producer:
         if not self.transactional:
@@ -55,10 +56,10 @@ class DecisionProducer:
             return self._new_producer(None)
 
     def _transactional_producer(self) -> Producer:
-        producer = self._new_producer(self._config.transactional_id)
+        producer = self._new_producer(self.transactional_id)
         with kafka_errors("initialising Kafka transactions"):
             producer.init_transactions(REQUEST_TIMEOUT_S)
-        logger.info("transactional producer %s ready", self._config.transactional_id)
+        logger.info("transactional producer %s ready", self.transactional_id)
         return producer
 
     def _new_producer(self, transactional_id: str | None) -> Producer:
@@ -76,6 +77,11 @@ class DecisionProducer:
         }
         if transactional_id is not None:
             settings["transactional.id"] = transactional_id
+            # librdkafka's send_offsets_to_transaction ignores its timeout (librdkafka #5456)
+            # and waits for the broker up to the socket timeout: bring that near the commit's
+            # retry limit, so the limit holds for that call too (never below 10 s, which the
+            # broker's slowest answers need, nor above librdkafka's default 60 s).
+            settings["socket.timeout.ms"] = min(60_000, max(10_000, self._config.commit_retry_ms))
         return Producer(settings)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
@@ -90,6 +96,8 @@ class DecisionProducer:
 
     def begin(self) -> None:
         self._delivery_error = None
+        if self._replace_pending:
+            self._replace()  # BackendUnavailable while the broker is still away: retried later
         if self.transactional:
             with kafka_errors("beginning a transaction"):
                 self._producer.begin_transaction()
@@ -111,35 +119,47 @@ class DecisionProducer:
 
         A retriable failure (the broker timed out or went away) retries the same call: an
         abort there could undo a commit the broker completes later, and the redone batch would
-        then be published twice. Only a failure that requires an abort, or ``COMMIT_RETRY_S``
-        of retrying, gives up (the caller aborts and rewinds)."""
-        deadline = time.monotonic() + COMMIT_RETRY_S
+        then be published twice. Only a failure that requires an abort, or
+        ``NEARDUP_COMMIT_RETRY_MS`` of retrying, gives up (the caller aborts and rewinds); each
+        call waits at most until that deadline, so the limit holds however long a call would."""
+        deadline = time.monotonic() + self._config.commit_retry_ms / 1000
         self._retrying(
             "sending offsets to the transaction",
-            lambda: self._producer.send_offsets_to_transaction(
-                topic_partitions(offsets), group_metadata, REQUEST_TIMEOUT_S
+            lambda timeout: self._producer.send_offsets_to_transaction(
+                topic_partitions(offsets), group_metadata, timeout
             ),
             deadline,
         )
         self._retrying(
             "committing the transaction",
-            lambda: self._producer.commit_transaction(REQUEST_TIMEOUT_S),
+            self._producer.commit_transaction,
             deadline,
         )
         self._in_transaction = False
 
-    @staticmethod
-    def _retrying(what: str, call: Callable[[], None], deadline: float) -> None:
+    def _retrying(self, what: str, call: Callable[[float], None], deadline: float) -> None:
         while True:
+            left = deadline - time.monotonic()
             try:
-                call()
+                call(min(REQUEST_TIMEOUT_S, max(MIN_CALL_TIMEOUT_S, left)))
                 return
             except KafkaException as exc:
                 error = exc.args[0]
                 again = error.retriable() and not error.txn_requires_abort()
-                if not again or time.monotonic() >= deadline:
-                    raise translate_error(error, what) from exc
-                logger.warning("%s: %s: %s; retrying", what, error.name(), error.str())
+                if again and time.monotonic() < deadline:
+                    logger.warning("%s: %s: %s; retrying", what, error.name(), error.str())
+                    continue
+                if again or error.txn_requires_abort():
+                    why = (
+                        f"gave up after NEARDUP_COMMIT_RETRY_MS={self._config.commit_retry_ms}"
+                        if again
+                        else "the transaction must be aborted"
+                    )
+                    logger.warning(
+                        "%s: %s: %s; %s: the batch is aborted and redone",
+                        *(what, error.name(), error.str(), why),
+                    )
+                raise translate_error(error, what) from exc
 
     def flush(self) -> None:
         """Non-transactional: wait until every record is acknowledged (or raise)."""
@@ -162,12 +182,36 @@ class DecisionProducer:
                 self._producer.abort_transaction(REQUEST_TIMEOUT_S)
         except BackendUnavailable as exc:
             logger.warning("abort failed (%s); replacing the producer", exc)
-            self._producer.flush(1)
-            self._producer = self._transactional_producer()
+            try:
+                self._replace()
+            except BackendUnavailable as again:
+                logger.warning(
+                    "producer not replaced yet (retried before the next batch): %s", again
+                )
         except NeardupError as exc:
             logger.error("abort failed: %s", exc)
+
+    def _replace(self) -> None:
+        """A new producer with the same transactional id (after a commit that gave up, librdkafka
+        refuses to abort: "conflicting commit_transaction call in progress"). Its initialisation
+        makes the broker finish the old transaction first; until it succeeds no transaction
+        begins."""
+        self._replace_pending = True
+        self._producer.flush(1)
+        self._producer = self._transactional_producer()
+        self._replace_pending = False
 
     def close(self) -> None:
         left = self._producer.flush(10)
         if left:
             logger.warning("producer closed with %d records not acknowledged", left)
+
+
+def fence(config: WorkerConfig, transactional_id: str) -> None:
+    """Initialise a producer with ``transactional_id`` and drop it: the broker fences every
+    earlier producer with that id and aborts the transaction it left open. Raises when the
+    broker could not be told (the id is then not fenced)."""
+    producer = Producer({**client_settings(config), "transactional.id": transactional_id})
+    with kafka_errors(f"fencing transactional id {transactional_id}"):
+        producer.init_transactions(REQUEST_TIMEOUT_S)
+    producer.flush(1)

@@ -26,8 +26,10 @@ from dedup_worker.core.sketch import RECOMMENDED_FEATURES
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.config import WorkerConfig, load_config
+from dedup_worker.worker.identified_producer import IdentifiedProducer
+from dedup_worker.worker.identity import build_identity
 from dedup_worker.worker.kafka_io import PageConsumer, ensure_topics
-from dedup_worker.worker.kafka_producer import DecisionProducer
+from dedup_worker.worker.kafka_producer import DecisionProducer, fence
 from dedup_worker.worker.metrics import InstrumentedIndex, WorkerMetrics
 from dedup_worker.worker.service import Worker
 
@@ -85,12 +87,25 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
     engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
     if config.create_topics:
         _with_retries(lambda: ensure_topics(config), config, stop)
-    producer = DecisionProducer(config)
+    producer = build_producer(config, stop)
     producer.warm_up([config.decisions_topic, config.dlq_topic])
     consumer = PageConsumer(config)
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     return Worker(config, engine, consumer, producer, metrics)
+
+
+def build_producer(config: WorkerConfig, stop: threading.Event | None) -> IdentifiedProducer:
+    """The decisions producer under this worker's identity: a fixed id, or a slot leased in
+    Redis (Redis being down at start-up is waited out); see ``identity``."""
+    identity = _with_retries(
+        lambda: build_identity(config, lambda lapsed_id: fence(config, lapsed_id)), config, stop
+    )
+    try:
+        return IdentifiedProducer(identity, lambda tid: DecisionProducer(config, tid))
+    except BaseException:
+        identity.close(clean=True)  # nothing was produced under it
+        raise
 
 
 def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:

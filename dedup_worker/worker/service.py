@@ -30,7 +30,7 @@ finishes before step 5, so the consumer is never used by two threads at once. Un
 load every step runs in order in this thread: a batch commits before the next poll, so the
 next batch takes the pages that arrived meanwhile.
 
-Failures: a commit retries a retriable Kafka failure in place for up to ``COMMIT_RETRY_S``
+Failures: a commit retries a retriable Kafka failure in place for up to ``commit_retry_ms``
 (an abort could undo a commit the broker completes later). ``BackendUnavailable`` (Redis or
 Kafka unreachable) anywhere in 3-6 waits for a commit in flight, aborts the open transaction,
 seeks the consumer back to the first offsets of everything not committed (this batch, a
@@ -72,6 +72,7 @@ from dedup_worker.worker.batching import (
     encode_decisions,
 )
 from dedup_worker.worker.config import WorkerConfig
+from dedup_worker.worker.identified_producer import Publisher
 from dedup_worker.worker.intake import Intake, record_fields
 from dedup_worker.worker.kafka_io import (
     Offsets,
@@ -82,7 +83,6 @@ from dedup_worker.worker.kafka_io import (
     next_offsets,
     offsets_text,
 )
-from dedup_worker.worker.kafka_producer import DecisionProducer
 from dedup_worker.worker.metrics import WorkerMetrics
 from dedup_worker.worker.reporting import BatchReporter
 
@@ -108,7 +108,7 @@ class Worker:
         config: WorkerConfig,
         engine: Engine,
         consumer: PageConsumer,
-        producer: DecisionProducer,
+        producer: Publisher,
         metrics: WorkerMetrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:

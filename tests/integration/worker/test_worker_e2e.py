@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -271,3 +272,47 @@ def test_a_broker_outage_longer_than_a_request_timeout_publishes_each_page_once(
     counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
     assert set(counts) == {(p.url, p.fetched_at) for p in pages}
     assert set(counts.values()) == {1}, Counter(counts.values())
+
+
+def test_a_broker_outage_longer_than_the_commit_retry_limit_aborts_rewinds_and_retries(
+    setup: Callable[..., Setup],
+    redis_server: RedisServer,
+    kafka_broker: KafkaBroker,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """NEARDUP_COMMIT_RETRY_MS=3000 and the broker stopped mid-backlog until the worker gives up
+    on the commit in flight (3 s in the commit call; up to the 10 s socket timeout in the
+    offsets call, whose own timeout librdkafka ignores): the batch is aborted, rewound and
+    retried once the broker is back. Nothing is lost; only the batch whose commit was given up
+    may show twice (its commit may have landed)."""
+    s = setup(redis_url=redis_server.url, batch_max_records="5", commit_retry_ms="3000")
+    pages = [page(f"https://l.example/{i}", text(12000 + i), 100.0 + i) for i in range(600)]
+    produce_pages(s.bootstrap, s.pages, pages)
+    reader = s.reader()
+    with caplog.at_level(logging.WARNING, logger="dedup_worker"), worker_thread(s.config) as worker:
+        reader.read_until(lambda records: len(records) >= 100)
+        kafka_broker.pause()
+        try:
+            deadline = time.monotonic() + 60
+            while not _gave_up(caplog.records):
+                assert time.monotonic() < deadline, "the commit did not give up"
+                time.sleep(0.1)
+            stalled_at = worker.metrics.value("neardup_worker_pages_total")
+        finally:
+            kafka_broker.resume()
+        reader.wait_for_pages(pages, timeout=120)
+        reader.settle(2.0)
+        retries = worker.metrics.value("neardup_worker_backend_retries_total")
+    reader.close()
+    assert stalled_at < len(pages), "the backlog was done before the broker stopped"
+    assert retries >= 1, "the commit never gave up"
+    assert _gave_up(caplog.records)
+    counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
+    assert set(counts) == {(p.url, p.fetched_at) for p in pages}
+    twice = [key for key, n in counts.items() if n > 1]
+    assert len(twice) <= 5 and set(counts.values()) <= {1, 2}, Counter(counts.values())
+
+
+def _gave_up(records: list[logging.LogRecord]) -> bool:
+    """The worker gave up on a commit (and aborts the batch)."""
+    return any("the batch is aborted and redone" in r.getMessage() for r in records)

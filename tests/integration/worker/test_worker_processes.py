@@ -7,15 +7,14 @@ the same fingerprints the engine uses.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from urllib.request import urlopen
 
 import numpy as np
 import pytest
+from flow_helpers import trickle, wait_for_log
 from kafka import KafkaConsumer, TopicPartition
 from worker_helpers import (
     Setup,
@@ -23,39 +22,13 @@ from worker_helpers import (
     WorkerProcess,
     check_against_oracle,
     family_stream,
-    produce_pages,
 )
 
-from dedup_worker.contract.messages import Page, decode_page
+from dedup_worker.contract.messages import decode_page
 from dedup_worker.worker.main import build_backends, engine_settings
 from neardup.stack import RedisCluster, RedisServer, free_port
 
 pytestmark = pytest.mark.integration
-
-
-@contextmanager
-def trickle(bootstrap: str, topic: str, pages: list[Page], chunk: int = 25) -> Iterator[None]:
-    """Produce ``pages`` in small chunks in the background (a stream, not one burst)."""
-
-    def run() -> None:
-        for lo in range(0, len(pages), chunk):
-            produce_pages(bootstrap, topic, pages[lo : lo + chunk])
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join(60)
-
-
-def wait_for_log(worker: WorkerProcess, pattern: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not re.search(pattern, worker.log_text()):
-        assert worker.proc.poll() is None, f"worker exited:\n{worker.log_text()}"
-        assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{worker.log_text()}"
-        time.sleep(0.1)
 
 
 def committed_offsets(s: Setup, partitions: int) -> dict[int, int]:

@@ -106,12 +106,13 @@ def produce_pages(bootstrap: str, topic: str, pages: Iterable[Page]) -> int:
 
 
 class TopicReader:
-    """Reads a whole topic (every partition, read_committed) and keeps what it read."""
+    """Reads a whole topic (every partition, read_committed unless told) and keeps what it
+    read."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, isolation: str = "read_committed") -> None:
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
-            isolation_level="read_committed",
+            isolation_level=isolation,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             fetch_max_bytes=BIG,
@@ -263,7 +264,10 @@ class WorkerProcess:
         self._log_file.close()
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")[-5000:]
+        return self.full_log()[-5000:]
+
+    def full_log(self) -> str:
+        return self.log.read_text(errors="replace")
 
 
 # ---- planted near-duplicate families and the earliest-wins oracle --------------------------------

@@ -15,9 +15,26 @@ from dedup_worker.worker.main import main
 def test_defaults_and_derived_values() -> None:
     config = load_config([], {})
     assert config.dlq_topic == "pages.dlq"
-    assert config.worker_id  # the host name
+    assert config.worker_id  # the host name: memory mode is one process
     assert config.memory_backend and config.transactional == "auto"
     assert config.transactional_id == f"neardup-dedup.{config.worker_id}"
+    assert (config.commit_retry_ms, config.lease_ttl_ms, config.lease_renew_ms) == (
+        120_000,
+        10_000,
+        2_000,
+    )
+
+
+def test_with_redis_and_no_worker_id_the_worker_leases_a_slot() -> None:
+    redis = {"NEARDUP_REDIS_URL": "redis://r:6379/0"}
+    leased = load_config([], redis)
+    assert leased.worker_id == "" and leased.leased_identity
+    assert "worker=(leased slot)" in leased.describe()
+    assert leased.client_name.startswith("dedup-worker-") and leased.client_name != "dedup-worker-"
+    explicit = load_config(["--worker-id", "w1"], redis)
+    assert not explicit.leased_identity and explicit.transactional_id == "neardup-dedup.w1"
+    off = load_config([], redis | {"NEARDUP_TRANSACTIONAL": "off"})
+    assert not off.leased_identity and off.worker_id  # no transactions: nothing to fence
 
 
 def test_environment_is_read_and_flags_win() -> None:
@@ -59,6 +76,9 @@ def test_every_option_has_a_variable_and_a_flag() -> None:
         ("LOG_LEVEL", "chatty", "NEARDUP_LOG_LEVEL must be one of DEBUG, INFO"),
         ("MAX_BYTES_PER_FINGERPRINT", "lots", "must be a number"),
         ("BATCH_MAX_RECORDS", "0", "NEARDUP_BATCH_MAX_RECORDS must be an integer 1..100000"),
+        ("COMMIT_RETRY_MS", "-1", "NEARDUP_COMMIT_RETRY_MS must be an integer 0..3600000"),
+        ("LEASE_TTL_MS", "500", "NEARDUP_LEASE_TTL_MS must be an integer 1000..600000"),
+        ("WORKER_SLOTS", "0", "NEARDUP_WORKER_SLOTS must be an integer 1..100000"),
     ],
 )
 def test_bad_environment_values_say_what_to_fix(variable: str, value: str, message: str) -> None:
@@ -84,6 +104,8 @@ def test_options_are_checked_against_each_other() -> None:
         load_config(["--decisions-topic", "pages"], {})
     with pytest.raises(ConfigError, match="NEARDUP_REDIS_CLUSTER needs a redis:// URL"):
         load_config(["--redis-cluster"], {})
+    with pytest.raises(ConfigError, match="NEARDUP_LEASE_RENEW_MS must be at most a third of"):
+        load_config(["--lease-ttl-ms", "3000", "--lease-renew-ms", "1500"], {})
     with pytest.raises(ConfigError, match="MAX_MESSAGE_BYTES must be at least"):
         load_config(["--max-message-bytes", str(2 << 20), "--max-text-bytes", str(8 << 20)], {})
 
