@@ -69,6 +69,7 @@ __all__ = ["docstrings", "main", "sampled", "stable_fraction", "troff_text"]
 DEFAULT_CACHE = Path.home() / ".cache" / "neardup-corpus"
 FAMILIES = ("original", "site", "short")
 FIXTURE_PAGE_BYTES = 8000
+FIXTURE_REAL_PAGE_BYTES = 12000
 
 
 # ---- assembly ------------------------------------------------------------------------------
@@ -188,12 +189,13 @@ def fixture_subset(docs: list[Doc], pairs: quality.Pairs, budget: int) -> list[D
 
 def real_fixture_subset(docs: list[Doc], pairs: quality.Pairs, budget: int) -> list[Doc]:
     """Small pages of the new families (``site:*``, ``short:*``), the same budget for each
-    source, each page with up to three partners of resemblance >= 0.8, those nearest 0.9 first
-    (so positives near the threshold and near misses come along). Corpus order is kept."""
+    source: pages with a partner at resemblance 0.85-0.95, each with up to three partners of
+    resemblance >= 0.8, those nearest 0.9 first (so positives near the threshold and near
+    misses come along). Corpus order is kept."""
     new = {
         i
         for i, d in enumerate(docs)
-        if ":" in d.source and len(d.text.encode()) <= FIXTURE_PAGE_BYTES
+        if ":" in d.source and len(d.text.encode()) <= FIXTURE_REAL_PAGE_BYTES
     }
     partners: dict[int, list[tuple[float, int]]] = {}
     for a, b, j in zip(
@@ -206,7 +208,11 @@ def real_fixture_subset(docs: list[Doc], pairs: quality.Pairs, budget: int) -> l
     groups = sorted({docs[i].source for i in new})
     for source in groups:
         size = 0
-        seeds = [i for i in new if docs[i].source == source and i in partners]
+        seeds = [
+            i
+            for i in new
+            if docs[i].source == source and any(d <= 0.05 for d, _ in partners.get(i, []))
+        ]
         for i in sorted(seeds, key=lambda i: stable_fraction(f"fx-real:{docs[i].id}")):
             group = [i] + [j for _, j in sorted(partners[i])[:3]]
             size += sum(len(docs[g].text.encode()) + 120 for g in group if g not in chosen)

@@ -205,10 +205,11 @@ def mkdocs_site(docs: Path, site_name: str, theme: str) -> dict[str, bytes]:
 
 
 def sphinx_site(
-    source: Path, project: str, release: str, theme: str, suffix: str
+    source: Path, project: str, release: str, theme: str, suffix: str, updated: str
 ) -> dict[str, bytes]:
     """Build ``source`` (a reST tree with ``index``) with Sphinx and ``theme``, unknown
-    directives and roles shown leniently; {source path: page HTML}."""
+    directives and roles shown leniently; {source path: page HTML}. Themes that show "last
+    updated" show ``updated`` (never the build date: the corpus is the same on every build)."""
     _require("sphinx")
     tools = Path(__file__).parents[1]
     with tempfile.TemporaryDirectory(prefix="corpus-sphinx-") as tmp:
@@ -221,7 +222,7 @@ def sphinx_site(
             f"html_theme={theme}",
             f"source_suffix={suffix}",
             "root_doc=index",
-            "html_last_updated_fmt=",
+            f"html_last_updated_fmt={updated.replace('%', '%%')}",
             "exclude_patterns=_build",
         ):
             args += ["-D", setting]

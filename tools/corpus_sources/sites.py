@@ -52,7 +52,9 @@ DATES = {  # release dates, shown as "last updated" by the templates
     "0.21.2": "2024-04-23",
     "8.1.6": "2023-07-18",
     "8.1.7": "2023-08-17",
+    "3.25.1": "2022-12-01",
 }
+DEFAULT_DATE = "2025-03-24"  # the installed npm and Node.js packages
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _wrapped(renderer: Bodies, template: str) -> Generator:
                     next=(titles[section[at + 1]], section[at + 1])
                     if at + 1 < len(section)
                     else None,
-                    updated=DATES.get(tree.release, "2025-03-24"),
+                    updated=DATES.get(tree.release, DEFAULT_DATE),
                     repo=tree.repo,
                 )
                 pages[path] = wrap(page).encode()
@@ -197,7 +199,10 @@ def _mkdocs(theme: str) -> Generator:
 
 def _sphinx(theme: str) -> Generator:
     def generate(tree: Tree) -> dict[str, bytes]:
-        pages = render.sphinx_site(tree.root, tree.source, tree.release, theme, tree.suffix)
+        updated = DATES.get(tree.release, DEFAULT_DATE)
+        pages = render.sphinx_site(
+            tree.root, tree.source, tree.release, theme, tree.suffix, updated
+        )
         return {p: pages[p] for p in tree.paths if p in pages}
 
     return generate

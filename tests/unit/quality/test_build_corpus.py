@@ -64,7 +64,8 @@ def test_short_window_and_its_edits_are_deterministic() -> None:
     assert short.window(_text(100), "k1") is None
     one = short.replace_word(lines, "k1")
     before, after = " ".join(lines).split(), " ".join(one).split()
-    assert len(before) == len(after) and sum(a != b for a, b in zip(before, after)) == 1
+    assert len(before) == len(after)
+    assert sum(a != b for a, b in zip(before, after, strict=True)) == 1
     assert short.stamp("a") == short.stamp("a") != short.stamp("b")
     assert short.stamp("a").startswith("Last updated 20") and short.stamp("a").endswith("visitors")
     edited = short.edit_words(lines, "k1")
