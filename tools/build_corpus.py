@@ -226,7 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, nargs="?", help="output directory")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="release archives")
-    parser.add_argument("--download", action="store_true", help="fill the cache and exit")
+    parser.add_argument(
+        "--download",
+        nargs="?",
+        const=True,
+        metavar="CACHE",
+        help="fill CACHE (default: --cache) with the release archives and exit",
+    )
     parser.add_argument("--families", default=",".join(FAMILIES), help="of " + ",".join(FAMILIES))
     parser.add_argument("--scale", type=float, default=1.0, help="sampling rate multiplier")
     parser.add_argument("--site-scale", type=float, default=1.0, help="the same, new families")
@@ -241,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--families: unknown {sorted(unknown)}; choose from {FAMILIES}")
     try:
         if args.download:
-            download.download(args.cache)
+            download.download(args.cache if args.download is True else Path(args.download))
             return 0
         if args.out is None:
             parser.error("OUT_DIR is required unless --download")
