@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from crawler.urls import canonicalize_url, host_of
+from dedup_worker import errors
+from dedup_worker.adapters.kafka.settings import KafkaSettings
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +35,10 @@ ENV_SETTINGS: dict[str, str] = {
 }
 
 
-class ConfigError(ValueError):
-    """A setting or argument with a bad value; the message names it and what a good one is."""
+class ConfigError(errors.ConfigError, ValueError):
+    """A setting or argument with a bad value; the message names it and what a good one is.
+
+    The project's ``ConfigError`` (so ``NeardupError``), and a ``ValueError`` as it always was."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class CrawlConfig:
     @property
     def shared_seen(self) -> bool:
         return self.redis_url not in ("", MEMORY)
+
+    def kafka(self, client_id: str = "neardup-crawler") -> KafkaSettings:
+        """The settings of the crawler's Kafka clients."""
+        return KafkaSettings(self.kafka_bootstrap, client_id=client_id)
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:

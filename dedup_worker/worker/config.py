@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from dedup_worker.adapters.kafka.settings import KafkaSettings
 from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
 from dedup_worker.errors import ConfigError
 
@@ -79,6 +80,12 @@ class WorkerConfig:
         """Stable per worker: a restarted worker with the same id fences its dead predecessor
         (and aborts the transaction it left open)."""
         return f"{self.group_id}.{self.worker_id}"
+
+    def kafka(self, client_id: str | None = None) -> KafkaSettings:
+        """The settings of this process's Kafka clients (default id: the worker's)."""
+        return KafkaSettings(
+            self.kafka_bootstrap, client_id=client_id or f"dedup-worker-{self.worker_id}"
+        )
 
     def describe(self) -> str:
         """One log line with the settings that matter when reading a worker's log."""

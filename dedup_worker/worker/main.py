@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from dedup_worker.adapters.kafka import DecisionProducer, PageConsumer, ensure_topics
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
 from dedup_worker.core.memory_index import InMemoryIndex
@@ -26,8 +27,6 @@ from dedup_worker.core.sketch import DEFAULT_SKETCH, RECOMMENDED_FEATURES
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.config import WorkerConfig, load_config
-from dedup_worker.worker.kafka_io import PageConsumer, ensure_topics
-from dedup_worker.worker.kafka_producer import DecisionProducer
 from dedup_worker.worker.metrics import InstrumentedIndex, WorkerMetrics
 from dedup_worker.worker.service import Worker
 
@@ -83,11 +82,28 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
     """Everything a worker needs, connected; Redis being down at start-up is waited out."""
     metrics = WorkerMetrics()
     engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
+    kafka = config.kafka()
     if config.create_topics:
-        _with_retries(lambda: ensure_topics(config), config, stop)
-    producer = DecisionProducer(config)
+        topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
+        _with_retries(
+            lambda: ensure_topics(kafka, topics, config.partitions, config.replication),
+            config,
+            stop,
+        )
+    producer = DecisionProducer(
+        kafka,
+        mode=config.transactional,
+        transactional_id=config.transactional_id,
+        max_message_bytes=config.max_message_bytes,
+    )
     producer.warm_up([config.decisions_topic, config.dlq_topic])
-    consumer = PageConsumer(config)
+    consumer = PageConsumer(
+        kafka,
+        config.pages_topic,
+        config.group_id,
+        fetch_wait_ms=config.fetch_wait_ms,
+        max_message_bytes=config.max_message_bytes,
+    )
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     return Worker(config, engine, consumer, producer, metrics)

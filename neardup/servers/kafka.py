@@ -13,11 +13,10 @@ import shutil
 import signal
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import NoReturn, Self
 
-from kafka import KafkaAdminClient
-from kafka.errors import KafkaConfigurationError, KafkaError
-
+from dedup_worker.adapters.kafka import KafkaSettings, TopicAdmin
+from dedup_worker.errors import BackendUnavailable
 from neardup.errors import StackError
 from neardup.servers.process import (
     ManagedProcess,
@@ -110,12 +109,17 @@ class KafkaBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.alive()
 
-    def admin(self, **kwargs: Any) -> Any:
-        """A new ``KafkaAdminClient`` for this broker; the caller closes it."""
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, **kwargs)
+    @property
+    def settings(self) -> KafkaSettings:
+        """The client settings that reach this broker."""
+        return KafkaSettings(self.bootstrap)
+
+    def admin(self, *, quiet: bool = False) -> TopicAdmin:
+        """A new admin client of this broker (create, delete, list topics)."""
+        return TopicAdmin(self.settings, quiet=quiet)
 
     def start(self) -> Self:
-        """Start the broker and wait until kafka-python can fetch its metadata."""
+        """Start the broker and wait until a client can fetch its metadata."""
         if self.running:
             return self
         for attempt in range(1, _PORT_RETRIES + 1):
@@ -162,23 +166,9 @@ class KafkaBroker:
         return proc.listens_on(self.port)
 
     def _wait_metadata(self, proc: ManagedProcess) -> None:
-        if not wait_until(self._metadata_ok, self.startup_timeout, interval=0.1):
-            self._fail(proc, "kafka-python could not fetch metadata")
-
-    def _metadata_ok(self) -> bool:
-        try:
-            admin = self.admin(request_timeout_ms=2000, bootstrap_timeout_ms=2000)
-        except KafkaConfigurationError:
-            raise  # our bug, not a broker still starting: waiting would only hide it
-        except KafkaError:
-            return False
-        try:
-            admin.list_topics()
-            return True
-        except KafkaError:
-            return False
-        finally:
-            admin.close()
+        admin = self.admin(quiet=True)
+        if not wait_until(lambda: _answers(admin), self.startup_timeout, interval=0.1):
+            self._fail(proc, "no client could fetch its metadata")
 
     def _fail(self, proc: ManagedProcess, detail: str) -> NoReturn:
         message = failure_message(f"tansu broker on {self.bootstrap} failed", proc, detail)
@@ -232,6 +222,16 @@ class KafkaBroker:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _answers(admin: TopicAdmin) -> bool:
+    """True once the broker answers a metadata request (a broker still starting does not;
+    any other error is a bug and is raised)."""
+    try:
+        admin.names(timeout=2.0)
+    except BackendUnavailable:
+        return False
+    return True
 
 
 def _lost_port_race(proc: ManagedProcess) -> bool:

@@ -1,23 +1,19 @@
-"""The decisions producer: transactional when the broker allows it, else idempotent."""
+"""The worker's decisions producer: transactional when the broker allows it, else idempotent."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from dedup_worker.adapters.kafka.consumer import GroupMetadata
+from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.records import Offsets, topic_partitions
+from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
 from dedup_worker.errors import BackendUnavailable, NeardupError
-from dedup_worker.worker.config import WorkerConfig
-from dedup_worker.worker.kafka_errors import kafka_errors, translate_error
-from dedup_worker.worker.kafka_io import (
-    REQUEST_TIMEOUT_S,
-    Offsets,
-    client_settings,
-    topic_partitions,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -25,19 +21,34 @@ logger = logging.getLogger(__name__)
 #: abort only when it says the transaction requires it) before the batch is aborted instead.
 COMMIT_RETRY_S = 120.0
 
+#: ``on``: transactions required; ``off``: never; ``auto``: when the broker supports them.
+TransactionMode = Literal["auto", "on", "off"]
+
 
 class DecisionProducer:
     """Produces decisions and dead letters: transactional when possible, else idempotent.
 
     ``transactional`` is decided at start-up: ``on`` requires transactions, ``off`` never uses
     them, ``auto`` tries ``init_transactions`` and falls back to an idempotent producer.
+    ``transactional_id`` is the caller's (stable per worker: a restarted worker with the same
+    id fences its dead predecessor and aborts the transaction it left open).
     Delivery failures are collected by the delivery callback and raised by ``flush``; in a
     transaction librdkafka also fails ``commit_transaction``.
     """
 
-    def __init__(self, config: WorkerConfig) -> None:
-        self._config = config
-        self.transactional = config.transactional != "off"
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        mode: TransactionMode,
+        transactional_id: str,
+        max_message_bytes: int,
+    ) -> None:
+        self._settings = settings
+        self._mode = mode
+        self.transactional_id = transactional_id
+        self._max_message_bytes = max_message_bytes
+        self.transactional = mode != "off"
         self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
         self._in_transaction = False
@@ -48,35 +59,31 @@ class DecisionProducer:
         try:
             return self._transactional_producer()
         except NeardupError as exc:
-            if self._config.transactional == "on":
+            if self._mode == "on":
                 raise
             logger.warning("Kafka transactions unavailable (%s); using idempotent producer", exc)
             self.transactional = False
             return self._new_producer(None)
 
     def _transactional_producer(self) -> Producer:
-        producer = self._new_producer(self._config.transactional_id)
+        producer = self._new_producer(self.transactional_id)
         with kafka_errors("initialising Kafka transactions"):
             producer.init_transactions(REQUEST_TIMEOUT_S)
-        logger.info("transactional producer %s ready", self._config.transactional_id)
+        logger.info("transactional producer %s ready", self.transactional_id)
         return producer
 
     def _new_producer(self, transactional_id: str | None) -> Producer:
-        settings: dict[str, Any] = {
-            **client_settings(self._config),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-            "batch.size": 1 << 20,
-            "message.max.bytes": min(1_000_000_000, self._config.max_message_bytes),
-            # Kafka's default partitioning (murmur2 of the key, as the Java client and
-            # kafka-python), so a host's decisions land where other clients expect them.
-            "partitioner": "murmur2_random",
-            "on_delivery": self._delivered,
-        }
+        config = self._settings.producer_config(
+            {
+                "linger.ms": 2,
+                "batch.size": 1 << 20,
+                "message.max.bytes": min(1_000_000_000, self._max_message_bytes),
+                "on_delivery": self._delivered,
+            }
+        )
         if transactional_id is not None:
-            settings["transactional.id"] = transactional_id
-        return Producer(settings)
+            config["transactional.id"] = transactional_id
+        return Producer(config)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None and self._delivery_error is None:
@@ -106,7 +113,7 @@ class DecisionProducer:
             except KafkaException as exc:
                 raise translate_error(exc.args[0], f"producing to {topic}") from exc
 
-    def commit(self, offsets: Offsets, group_metadata: Any) -> None:
+    def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None:
         """Transactional: commit the batch's records together with its offsets.
 
         A retriable failure (the broker timed out or went away) retries the same call: an
@@ -117,7 +124,7 @@ class DecisionProducer:
         self._retrying(
             "sending offsets to the transaction",
             lambda: self._producer.send_offsets_to_transaction(
-                topic_partitions(offsets), group_metadata, REQUEST_TIMEOUT_S
+                topic_partitions(offsets), group_metadata.handle, REQUEST_TIMEOUT_S
             ),
             deadline,
         )

@@ -1,0 +1,95 @@
+"""The project's one Kafka adapter (confluent-kafka / librdkafka), used by every process.
+
+- :mod:`.settings`: ``KafkaSettings``, the librdkafka configuration of every client, the
+  partitioner every producer uses and the group timeouts;
+- :mod:`.errors`: librdkafka errors translated into the project's exceptions;
+- :mod:`.topics`: ``TopicAdmin`` and ``ensure_topics``;
+- :mod:`.consumer` and :mod:`.producer`: the worker's group consumer and transactional
+  decisions producer;
+- :mod:`.publisher`: the crawler's bounded page publisher, and ``Sender``/``produce_all``;
+- :mod:`.reader`: the decision reader (``TopicReader``, ``ReaderThread``, ``DecisionFeed``).
+
+Callers see plain values (``Record``, offsets) and ``NeardupError`` subclasses, never a
+client object or a librdkafka error.
+"""
+
+from dedup_worker.adapters.kafka.consumer import GroupMetadata, PageConsumer, RebalanceListener
+from dedup_worker.adapters.kafka.errors import (
+    BackendUnavailable,
+    BrokerError,
+    OwnershipLost,
+    kafka_errors,
+    translate,
+    translate_error,
+)
+from dedup_worker.adapters.kafka.producer import COMMIT_RETRY_S, DecisionProducer, TransactionMode
+from dedup_worker.adapters.kafka.publisher import (
+    DeliveryCallback,
+    PagePublisher,
+    Sender,
+    produce_all,
+)
+from dedup_worker.adapters.kafka.reader import (
+    DecisionFeed,
+    PartitionOffsets,
+    ReaderThread,
+    Start,
+    TopicReader,
+    committed_offsets,
+    decode_record,
+)
+from dedup_worker.adapters.kafka.records import (
+    Offsets,
+    Partition,
+    Record,
+    first_offsets,
+    next_offsets,
+    offsets_text,
+    topic_partitions,
+)
+from dedup_worker.adapters.kafka.settings import (
+    GROUP_TIMEOUTS,
+    PARTITIONER,
+    REQUEST_TIMEOUT_S,
+    KafkaSettings,
+)
+from dedup_worker.adapters.kafka.topics import TopicAdmin, ensure_topics
+
+__all__ = [
+    "COMMIT_RETRY_S",
+    "GROUP_TIMEOUTS",
+    "PARTITIONER",
+    "REQUEST_TIMEOUT_S",
+    "BackendUnavailable",
+    "BrokerError",
+    "DecisionFeed",
+    "DecisionProducer",
+    "DeliveryCallback",
+    "GroupMetadata",
+    "KafkaSettings",
+    "Offsets",
+    "OwnershipLost",
+    "PageConsumer",
+    "PagePublisher",
+    "Partition",
+    "PartitionOffsets",
+    "ReaderThread",
+    "RebalanceListener",
+    "Record",
+    "Sender",
+    "Start",
+    "TopicAdmin",
+    "TopicReader",
+    "TransactionMode",
+    "committed_offsets",
+    "decode_record",
+    "ensure_topics",
+    "first_offsets",
+    "kafka_errors",
+    "next_offsets",
+    "offsets_text",
+    "produce_all",
+    "topic_partitions",
+    "translate",
+    "translate_error",
+]
