@@ -21,7 +21,12 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThread
 
 from crawler.config import crawl_config
-from dedup_worker.adapters.kafka import DeliveryCallback, PagePublisher, ensure_topics
+from dedup_worker.adapters.kafka import (
+    DeliveryCallback,
+    PagePublisher,
+    check_access,
+    ensure_topics,
+)
 from dedup_worker.contract.messages import Page
 from dedup_worker.errors import NeardupError
 
@@ -57,6 +62,8 @@ class KafkaPagePipeline:
 
         config = self.config
         kafka = config.kafka()
+        # Refused credentials or TLS stop the crawl here, with the settings to fix.
+        await maybe_deferred_to_future(deferToThread(check_access, kafka))
         topics = [config.pages_topic, config.decisions_topic]
         await maybe_deferred_to_future(
             deferToThread(ensure_topics, kafka, topics, config.partitions)
@@ -72,7 +79,7 @@ class KafkaPagePipeline:
                 )
             )
         )
-        logger.info("publishing pages to %s on %s", config.pages_topic, config.kafka_bootstrap)
+        logger.info("publishing pages to %s on %s", config.pages_topic, kafka.describe())
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, Page) or self.publisher is None:

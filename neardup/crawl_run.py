@@ -28,6 +28,7 @@ from dedup_worker.adapters.kafka import (
     ReaderThread,
     Record,
     TopicReader,
+    check_access,
     ensure_topics,
 )
 from dedup_worker.worker.config import WorkerConfig, load_config
@@ -135,6 +136,7 @@ class CrawlRun:
         # The workers' and the spider's configuration: the topics are the ones they use.
         config = load_config([], env)
         kafka = config.kafka(client_id="neardup-crawl")
+        check_access(kafka)
         ensure_topics(kafka, _topics(config), self._partitions(), config.replication)
         with self.options.out.open("wb") as out:
             recorder = Recorder(kafka, config.decisions_topic, out, self.tally)

@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from dedup_worker.adapters.kafka import DecisionProducer, PageConsumer, ensure_topics
+from dedup_worker.adapters.kafka import (
+    DecisionProducer,
+    PageConsumer,
+    check_access,
+    ensure_topics,
+)
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
 from dedup_worker.core.memory_index import InMemoryIndex
@@ -83,6 +88,8 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
     metrics = WorkerMetrics()
     engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
     kafka = config.kafka()
+    # A refused login or TLS handshake stops the worker here, naming the settings to fix.
+    _with_retries(lambda: check_access(kafka), config, stop)
     if config.create_topics:
         topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
         _with_retries(
@@ -136,7 +143,7 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
     from dedup_worker.adapters.redis_docs import RedisDocStore
     from dedup_worker.adapters.redis_index import RedisIndex
 
-    client = connect(config.redis_url, cluster=config.redis_cluster)
+    client = connect(config.redis_url, cluster=config.redis_cluster, secured=config.redis_security)
     ttl = config.ttl_seconds or None
     # Shards spread a namespace over a cluster's nodes, at one script call per shard and batch
     # step. One Redis gains nothing from them, so it gets one shard per table: a batch step is

@@ -75,10 +75,18 @@ def run_decisions(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from dedup_worker.adapters.kafka import KafkaSettings, TopicReader
-    from dedup_worker.errors import NeardupError
+    from dedup_worker.adapters.kafka import KafkaSecurity, KafkaSettings, TopicReader, check_access
+    from dedup_worker.adapters.security import environment
+    from dedup_worker.errors import ConfigError, NeardupError
 
-    reader = TopicReader(KafkaSettings(args.bootstrap, client_id="neardup-decisions"), args.topic)
+    try:
+        security = KafkaSecurity.from_settings(environment())
+        kafka = KafkaSettings(args.bootstrap, "neardup-decisions", security)
+        check_access(kafka)
+        reader = TopicReader(kafka, args.topic)
+    except NeardupError as exc:
+        print(f"neardup decisions: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
     try:
         reader.start("beginning" if args.from_beginning else "end")
         _tail(reader, args)

@@ -52,13 +52,29 @@ def tansu_binary() -> str:
     return found
 
 
-def tansu_argv(binary: str, host: str, port: int, cluster_id: str) -> list[str]:
-    """The broker command line: listen and advertise the same loopback address, memory storage."""
+def tansu_argv(
+    binary: str,
+    host: str,
+    port: int,
+    cluster_id: str,
+    *,
+    advertised_port: int | None = None,
+    authentication: bool = False,
+) -> list[str]:
+    """The broker command line: listen on a loopback address, advertise it (or
+    ``advertised_port``, e.g. a TLS proxy in front of the broker), memory storage.
+
+    ``authentication``: clients must log in with SASL. This Tansu build offers SCRAM only,
+    and its memory storage keeps no SCRAM credentials, so every login is refused: it serves
+    to check how clients report a refused login. (Its ``--cert``/``--key`` options cannot be
+    given together, so it cannot serve TLS itself.)"""
     url = f"tcp://{host}:{port}"
+    advertised = f"tcp://{host}:{advertised_port or port}"
     return [
         *(binary, "broker", "--cluster-id", cluster_id),
-        *("--listener-url", url, "--advertised-listener-url", url),
+        *("--listener-url", url, "--advertised-listener-url", advertised),
         *("--storage-engine", "memory://tansu/"),
+        *(["--authentication"] if authentication else []),
     ]
 
 
@@ -79,6 +95,8 @@ class KafkaBroker:
         binary: str | None = None,
         cluster_id: str = "neardup",
         runtime_threads: int = 1,
+        advertised_port: int | None = None,
+        authentication: bool = False,
     ) -> None:
         if runtime_threads < 1:
             raise StackError(f"runtime_threads must be at least 1, not {runtime_threads}")
@@ -86,6 +104,8 @@ class KafkaBroker:
         self.runtime_threads = runtime_threads
         self.startup_timeout = startup_timeout
         self.cluster_id = cluster_id
+        self.advertised_port = advertised_port
+        self.authentication = authentication
         self._fixed_port = port is not None
         self.port = port if port is not None else free_port(host)
         self.state_dir, self._remove_dir = state_dir_for(self, state_dir, "neardup-kafka-")
@@ -125,7 +145,8 @@ class KafkaBroker:
         for attempt in range(1, _PORT_RETRIES + 1):
             proc = self._launch()
             if self._listening(proc):
-                self._wait_metadata(proc)
+                if not self.authentication:  # else no client can log in to ask
+                    self._wait_metadata(proc)
                 logger.info("tansu broker ready on %s (pid %s)", self.bootstrap, proc.pid)
                 return self
             if self._fixed_port or attempt == _PORT_RETRIES or not _lost_port_race(proc):
@@ -138,7 +159,10 @@ class KafkaBroker:
 
     def _launch(self) -> ManagedProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        argv = tansu_argv(self._binary or tansu_binary(), self.host, self.port, self.cluster_id)
+        argv = tansu_argv(
+            self._binary or tansu_binary(), self.host, self.port, self.cluster_id,
+            advertised_port=self.advertised_port, authentication=self.authentication,
+        )  # fmt: skip
         self._proc = ManagedProcess(
             "tansu", argv, self.log_path, cwd=self.state_dir, env=self._env()
         )

@@ -1,7 +1,9 @@
 """The project's one Kafka adapter (confluent-kafka / librdkafka), used by every process.
 
-- :mod:`.settings`: ``KafkaSettings``, the librdkafka configuration of every client, the
-  partitioner every producer uses and the group timeouts;
+- :mod:`.settings`: ``KafkaSettings`` and ``KafkaSecurity`` (TLS, SASL), the librdkafka
+  configuration of every client, the partitioner every producer uses and the group timeouts;
+- :mod:`.access`: ``check_access``, the start-up check that turns refused credentials or a
+  failed TLS handshake into a ``ConfigError`` naming the settings;
 - :mod:`.errors`: librdkafka errors translated into the project's exceptions;
 - :mod:`.topics`: ``TopicAdmin`` and ``ensure_topics``;
 - :mod:`.consumer` and :mod:`.producer`: the worker's group consumer and transactional
@@ -13,6 +15,7 @@ Callers see plain values (``Record``, offsets) and ``NeardupError`` subclasses, 
 client object or a librdkafka error.
 """
 
+from dedup_worker.adapters.kafka.access import check_access
 from dedup_worker.adapters.kafka.consumer import GroupMetadata, PageConsumer, RebalanceListener
 from dedup_worker.adapters.kafka.errors import (
     BackendUnavailable,
@@ -51,6 +54,8 @@ from dedup_worker.adapters.kafka.settings import (
     GROUP_TIMEOUTS,
     PARTITIONER,
     REQUEST_TIMEOUT_S,
+    SECURITY_SETTINGS,
+    KafkaSecurity,
     KafkaSettings,
 )
 from dedup_worker.adapters.kafka.topics import TopicAdmin, ensure_topics
@@ -60,12 +65,14 @@ __all__ = [
     "GROUP_TIMEOUTS",
     "PARTITIONER",
     "REQUEST_TIMEOUT_S",
+    "SECURITY_SETTINGS",
     "BackendUnavailable",
     "BrokerError",
     "DecisionFeed",
     "DecisionProducer",
     "DeliveryCallback",
     "GroupMetadata",
+    "KafkaSecurity",
     "KafkaSettings",
     "Offsets",
     "OwnershipLost",
@@ -81,6 +88,7 @@ __all__ = [
     "TopicAdmin",
     "TopicReader",
     "TransactionMode",
+    "check_access",
     "committed_offsets",
     "decode_record",
     "ensure_topics",
