@@ -19,13 +19,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="module")
 def secured_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A redis-server whose default user needs ``REQUIREPASS``, with two ACL users:
-    ``neardup`` (everything) and ``reader`` (read commands only, no scripts)."""
+    ``neardup`` (what the README says the worker and the crawler need) and ``reader`` (read
+    commands only, no scripts)."""
     server = RedisServer(tmp_path_factory.mktemp("secured-redis"))
     server.start()
     admin = server.client()
     admin.acl_setuser(
         "neardup", enabled=True, passwords=[f"+{REDIS_PASSWORD}"], keys=["*"],
-        categories=["+@all"],
+        categories=["+@read", "+@write", "+@scripting", "+@connection"], commands=["+info"],
     )  # fmt: skip
     admin.acl_setuser(
         "reader", enabled=True, passwords=[f"+{REDIS_PASSWORD}"], keys=["*"],
