@@ -25,8 +25,8 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from crawler.config import ConfigError, optional_int, parse_domains, parse_seeds
 from crawler.extract import DEFAULT_OPTIONS, ExtractOptions, extract
 from crawler.urls import DEFAULT_DROP_PARAMS, host_of
+from dedup_worker.contract.checksum import content_checksum
 from dedup_worker.contract.messages import Page
-from dedup_worker.core.text import content_checksum
 
 logger = logging.getLogger(__name__)
 
