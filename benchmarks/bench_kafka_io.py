@@ -1,37 +1,43 @@
-"""Benchmark producing and consuming 5 KB messages through the local Tansu broker (kafka-python).
+"""Benchmark the Kafka clients: publish and read 5 KB pages through the local Tansu broker.
 
 Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
 
-    python benchmarks/bench_kafka_io.py [--count 20000] [--size 5120] [--partitions 4] [--pure-crc]
+    python benchmarks/bench_kafka_io.py [--count 20000] [--size 5120] [--partitions 4]
+                                        [--client adapter|kafka-python|both]
 
 It starts its own broker (memory storage) on a loopback port, so it measures the same path the
-embedded mode and the tests use. Producing is measured twice: kafka-python's defaults (no linger,
-16 KB batches, idempotent, acks=all) and a batching config (linger 20 ms, 1 MB batches).
-Consuming verifies record CRCs as kafka-python always does; that is fast only when the
-``crc32c`` C extension is installed, which the first line of output confirms. ``--pure-crc``
-also measures consumption with kafka-python's pure-Python CRC (on a tenth of the messages).
+embedded mode and the tests use, and prints for each client the rate and the CPU this process
+spent per message (``time.process_time``: every thread, the client's own I/O threads included),
+which is what a client costs a crawler or a worker on a shared core.
+
+- ``adapter``: the project's client (``dedup_worker.adapters.kafka``, confluent-kafka): the
+  crawler's ``PagePublisher`` (idempotent, acks=all, linger 5 ms, delivery reports handed to the
+  owner's thread as the reactor gets them) and the decision reader's ``TopicReader``.
+- ``kafka-python``: the same configuration with kafka-python (the crawler's client before it
+  moved to the adapter), when it is installed (``pip install kafka-python crc32c``).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import queue
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-import crc32c
-import kafka.record.util as record_util
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
-from kafka.record._crc32c import crc as pure_python_crc32c
-
+from dedup_worker.adapters.kafka import KafkaSettings, PagePublisher, TopicReader
 from neardup.stack import KafkaBroker
 
-logger = logging.getLogger(__name__)
-
 _WORDS = ("crawl", "page", "host", "link", "text", "near", "duplicate", "simhash", "shard")
+
+
+@dataclass(frozen=True)
+class Measure:
+    count: int
+    wall_s: float
+    cpu_s: float
 
 
 def _payloads(count: int, size: int) -> list[bytes]:
@@ -41,50 +47,106 @@ def _payloads(count: int, size: int) -> list[bytes]:
     return [distinct[i % len(distinct)] for i in range(count)]
 
 
-def _produce(bootstrap: str, topic: str, payloads: list[bytes], **config: Any) -> float:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, **config)
-    start = time.perf_counter()
+def _timed(run: Callable[[], int]) -> Measure:
+    wall, cpu = time.perf_counter(), time.process_time()
+    count = run()
+    return Measure(count, time.perf_counter() - wall, time.process_time() - cpu)
+
+
+# ---- the project's adapter (confluent-kafka) --------------------------------------------------
+
+
+def adapter_publish(settings: KafkaSettings, topic: str, payloads: list[bytes]) -> int:
+    """The crawler's path: reserve, send, and delivery reports pumped on this thread."""
+    calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+    publisher = PagePublisher.connect(
+        settings, topic, max_inflight_bytes=16 << 20, max_message_bytes=10 << 20,
+        call_from_thread=lambda f, *args: calls.put((f, args)),
+    )  # fmt: skip
+    acked: list[int] = []
+
+    def pump(block: bool) -> None:
+        try:
+            f, args = calls.get(timeout=1.0) if block else calls.get_nowait()
+            f(*args)
+        except queue.Empty:
+            pass
+
+    granted: list[int] = []  # how many reservations were granted late
+    waited = 0
     for i, body in enumerate(payloads):
-        producer.send(topic, key=f"host{i % 500}".encode(), value=body)
+        if not publisher.reserve(len(body), lambda: granted.append(1)):
+            waited += 1
+            while len(granted) < waited:  # over the in-flight bound: wait for acks
+                pump(block=True)
+        publisher.send(f"host{i % 500}".encode(), body, lambda error: acked.append(1))
+        pump(block=False)
+    while len(acked) < len(payloads):
+        pump(block=True)
+    publisher.close()
+    return len(acked)
+
+
+def adapter_read(settings: KafkaSettings, topic: str, count: int) -> int:
+    reader = TopicReader(settings, topic)
+    reader.start("beginning")
+    seen = 0
+    while seen < count:
+        seen += len(reader.poll(1.0, max_records=1000))
+    reader.close()
+    return seen
+
+
+# ---- kafka-python, for comparison ---------------------------------------------------------------
+
+
+def kafka_python_publish(bootstrap: str, topic: str, payloads: list[bytes]) -> int:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5,
+        batch_size=256 * 1024, max_request_size=10 << 20,
+    )  # fmt: skip
+    acked: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i, body in enumerate(payloads):
+        future = producer.send(topic, key=f"host{i % 500}".encode(), value=body)
+        future.add_callback(lambda _: acked.put(1))
     producer.flush()
-    elapsed = time.perf_counter() - start
     producer.close()
-    return elapsed
+    return acked.qsize()
 
 
-def _consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+def kafka_python_read(bootstrap: str, topic: str, partitions: int, count: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed",
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )  # fmt: skip
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     seen = 0
-    start = time.perf_counter()
     while seen < count:
-        for records in consumer.poll(timeout_ms=1000, max_records=2000).values():
+        for records in consumer.poll(timeout_ms=1000, max_records=1000).values():
             seen += len(records)
-    elapsed = time.perf_counter() - start
     consumer.close()
-    return elapsed
+    return seen
 
 
-def _with_pure_crc(run: Callable[[], float]) -> float:
-    """Run with kafka-python's pure-Python CRC-32C (it binds the C one as a default argument)."""
-    saved = record_util.calc_crc32c.__defaults__
-    record_util.calc_crc32c.__defaults__ = (pure_python_crc32c,)
+def _kafka_python_installed() -> bool:
     try:
-        return run()
-    finally:
-        record_util.calc_crc32c.__defaults__ = saved
+        import kafka  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
-def _report(label: str, count: int, size: int, seconds: float) -> None:
-    rate = count / seconds
-    mb = rate * size / 1e6
-    print(f"{label:<34} {count:>7} msgs in {seconds:6.2f} s  {rate:>9,.0f} msgs/s  {mb:7.1f} MB/s")
-
-
-def _crc_line() -> str:
-    in_use = record_util.calc_crc32c.__defaults__
-    native = in_use is not None and in_use[0] is crc32c.crc32c
-    return f"kafka-python CRC-32C: {'crc32c C extension' if native else 'pure Python (slow)'}"
+def _report(label: str, size: int, m: Measure) -> None:
+    rate = m.count / m.wall_s
+    cpu_us = m.cpu_s / m.count * 1e6
+    print(
+        f"{label:<28} {m.count:>7} msgs in {m.wall_s:6.2f} s  {rate:>8,.0f} msgs/s "
+        f"{rate * size / 1e6:6.1f} MB/s  CPU {cpu_us:6.1f} us/msg"
+    )
 
 
 def main() -> None:
@@ -92,25 +154,31 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=5 * 1024, help="message size in bytes")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--pure-crc", action="store_true", help="also time pure-Python CRCs")
+    parser.add_argument("--client", choices=("adapter", "kafka-python", "both"), default="both")
     args = parser.parse_args()
+    clients = ["adapter", "kafka-python"] if args.client == "both" else [args.client]
+    if "kafka-python" in clients and not _kafka_python_installed():
+        print("kafka-python is not installed: measuring the adapter only")
+        clients.remove("kafka-python")
     payloads = _payloads(args.count, args.size)
-    print(_crc_line())
     with KafkaBroker() as broker:
-        admin = broker.admin()
-        topics = ["bench-default", "bench-batched"]
-        admin.create_topics([NewTopic(t, args.partitions, 1) for t in topics])
-        admin.close()
+        for client in clients:
+            _measure(broker, client, payloads, args)
+
+
+def _measure(broker: KafkaBroker, client: str, payloads: list[bytes], args: Any) -> None:
+    topic = f"bench-{client}"
+    broker.admin().create([topic], args.partitions)
+    if client == "adapter":
+        published = _timed(lambda: adapter_publish(broker.settings, topic, payloads))
+        read = _timed(lambda: adapter_read(broker.settings, topic, args.count))
+    else:
         boot = broker.bootstrap
-        _report("produce (defaults)", args.count, args.size, _produce(boot, topics[0], payloads))
-        batched = _produce(boot, topics[1], payloads, linger_ms=20, batch_size=1 << 20)
-        _report("produce (linger 20 ms, 1 MB batch)", args.count, args.size, batched)
-        consumed = _consume(boot, topics[1], args.partitions, args.count)
-        _report("consume (crc32c)", args.count, args.size, consumed)
-        if args.pure_crc:
-            n = args.count // 10
-            pure = _with_pure_crc(lambda: _consume(boot, topics[0], args.partitions, n))
-            _report("consume (pure-Python CRC)", n, args.size, pure)
+        published = _timed(lambda: kafka_python_publish(boot, topic, payloads))
+        read = _timed(lambda: kafka_python_read(boot, topic, args.partitions, args.count))
+    _report(f"{client}: publish", args.size, published)
+    _report(f"{client}: read", args.size, read)
+    broker.admin().delete([topic])
 
 
 if __name__ == "__main__":

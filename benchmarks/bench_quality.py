@@ -25,6 +25,8 @@ from _corpus import documents
 from dedup_worker.core.planner import plan
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.sketch import (
+    DEFAULT_SKETCH,
+    RECOMMENDED_FEATURES,
     MinHasher,
     SketchConfig,
     Sketcher,
@@ -35,7 +37,7 @@ from dedup_worker.core.sketch import (
 )
 
 BATCH = 1000
-FEATURES = FeatureConfig(shingle=1, title_weight=0)
+FEATURES = RECOMMENDED_FEATURES
 
 
 def best_of(runs: int, work: Callable[[], object]) -> float:
@@ -66,10 +68,16 @@ def interleaved(methods: dict[str, Callable[[list[Document]], object]], docs: li
 def bench_throughput(docs: list[Document], rounds: int) -> None:
     print(f"throughput, {len(docs)} docs, batches of {BATCH} (docs/s, one core, best of {rounds}):")
     methods: dict[str, Callable[[list[Document]], object]] = {}
+    default = Sketcher(DEFAULT_SKETCH, RECOMMENDED_FEATURES)
+    methods[f"default: capped words + sketch {DEFAULT_SKETCH.bins}x{DEFAULT_SKETCH.bits}"] = (
+        default.fingerprint_and_sketch
+    )
+    previous = Sketcher(SketchConfig(log2_bins=8, bits=1), FeatureConfig(shingle=2, title_weight=0))
+    methods["previous default: word pairs + sketch 256x1"] = previous.fingerprint_and_sketch
     for shingle in (1, 4):
         fingerprinter = Fingerprinter(FeatureConfig(shingle=shingle, title_weight=0))
         methods[f"simhash {shingle}-word features alone"] = fingerprinter.fingerprint_many
-    for log2_bins, bits in ((8, 4), (9, 2), (10, 1), (7, 8)):
+    for log2_bins, bits in ((10, 1), (11, 1), (9, 4)):
         config = SketchConfig(log2_bins=log2_bins, bits=bits)
         sketcher = Sketcher(config, FEATURES)
         label = f"m={config.bins} b={bits} ({config.nbytes} B)"

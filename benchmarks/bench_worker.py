@@ -37,8 +37,8 @@ import numpy as np
 import psutil
 from _corpus import documents
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka.admin import NewTopic
 
+from dedup_worker.adapters.kafka import PARTITIONER
 from dedup_worker.core.text import content_checksum
 from neardup.stack import KafkaBroker, RedisServer
 
@@ -84,20 +84,15 @@ def key_of(i: int) -> bytes:
 
 
 def create_topics(broker: KafkaBroker, prefix: str, partitions: int) -> tuple[str, str]:
-    admin = broker.admin()
     pages, decisions = f"{prefix}-pages", f"{prefix}-decisions"
-    topics = [pages, decisions, f"{pages}.dlq"]
-    admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
-    admin.close()
+    broker.admin().create([pages, decisions, f"{pages}.dlq"], partitions)
     return pages, decisions
 
 
 def delete_topics(broker: KafkaBroker, prefix: str) -> None:
     """Drop a finished run's topics: Tansu's memory store lists every stored batch of a
     partition on each fetch, so topics left behind would slow the next run's fetches."""
-    admin = broker.admin()
-    admin.delete_topics([f"{prefix}-pages", f"{prefix}-decisions", f"{prefix}-pages.dlq"])
-    admin.close()
+    broker.admin().delete([f"{prefix}-pages", f"{prefix}-decisions", f"{prefix}-pages.dlq"])
 
 
 def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str, args: Any,
@@ -152,7 +147,7 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
         {
             "bootstrap.servers": broker.bootstrap,
             "linger.ms": linger_ms,
-            "partitioner": "murmur2_random",
+            "partitioner": PARTITIONER,
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 4 << 20,
         }

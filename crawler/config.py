@@ -2,8 +2,11 @@
 
 The Kafka and Redis variables are the ones the dedup worker reads (``NEARDUP_KAFKA_BOOTSTRAP``,
 ``NEARDUP_REDIS_URL``, ``NEARDUP_PAGES_TOPIC``, ``NEARDUP_DECISIONS_TOPIC``,
-``NEARDUP_PARTITIONS``), so one environment drives a whole deployment. Every option is also a
-Scrapy setting of the same name (``-s NEARDUP_CRAWL_ID=...``); a setting wins over the variable.
+``NEARDUP_PARTITIONS``, and the TLS/SASL/password settings of
+:class:`~dedup_worker.adapters.kafka.KafkaSecurity` and
+:class:`~dedup_worker.adapters.redis_client.RedisSecurity`, parsed by the same code), so one
+environment drives a whole deployment. Every option is also a Scrapy setting of the same name
+(``-s NEARDUP_CRAWL_ID=...``); a setting wins over the variable.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crawler.urls import canonicalize_url, host_of
+from dedup_worker import errors
+from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
+from dedup_worker.adapters.redis_client import RedisSecurity
+from dedup_worker.adapters.security import Lookup, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +40,16 @@ ENV_SETTINGS: dict[str, str] = {
 }
 
 
-class ConfigError(ValueError):
-    """A setting or argument with a bad value; the message names it and what a good one is."""
+class ConfigError(errors.ConfigError, ValueError):
+    """A setting or argument with a bad value; the message names it and what a good one is.
+
+    The project's ``ConfigError`` (so ``NeardupError``), and a ``ValueError`` as it always was."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CrawlConfig:
-    """What the pipeline, the scheduling extension and the seen filter need, validated."""
+    """What the pipeline, the scheduling extension and the seen filter need, validated.
+    Its ``repr`` shows no secret (nor a password in the Redis URL)."""
 
     kafka_bootstrap: str = ""
     redis_url: str = ""
@@ -52,6 +62,17 @@ class CrawlConfig:
     decision_timeout: float = 120.0
     priority_levels: int = 100
     poll_interval: float = 0.05
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    redis_security: RedisSecurity = field(default_factory=RedisSecurity)
+
+    def __repr__(self) -> str:
+        redis_security = self.redis_security.describe()
+        return (
+            f"CrawlConfig(kafka={self.kafka().describe()} "
+            f"redis={redact_url(self.redis_url) or '(memory)'}"
+            f"{f' ({redis_security})' if redis_security else ''} "
+            f"topics={self.pages_topic}->{self.decisions_topic} crawl_id={self.crawl_id!r})"
+        )
 
     @property
     def publishing(self) -> bool:
@@ -60,6 +81,10 @@ class CrawlConfig:
     @property
     def shared_seen(self) -> bool:
         return self.redis_url not in ("", MEMORY)
+
+    def kafka(self, client_id: str = "neardup-crawler") -> KafkaSettings:
+        """The settings of the crawler's Kafka clients."""
+        return KafkaSettings(self.kafka_bootstrap, client_id, self.kafka_security)
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -82,9 +107,22 @@ def crawl_config(settings: Any) -> CrawlConfig:
         decision_timeout=settings.getfloat("NEARDUP_DECISION_TIMEOUT", 120.0),
         priority_levels=settings.getint("NEARDUP_PRIORITY_LEVELS", 100),
         poll_interval=settings.getfloat("NEARDUP_POLL_INTERVAL", 0.05),
+        kafka_security=KafkaSecurity.from_settings(_lookup(settings)),
+        redis_security=RedisSecurity.from_settings(_lookup(settings)),
     )
     _validate(config)
     return config
+
+
+def _lookup(settings: Any) -> Lookup:
+    """A security setting: the Scrapy setting of that name, else the environment variable
+    (they are not in ``crawler.settings``, so no Scrapy settings dump can show a secret)."""
+
+    def get(name: str) -> str | None:
+        value = settings.get(name)
+        return str(value) if value not in (None, "") else os.environ.get(name)
+
+    return get
 
 
 def _validate(config: CrawlConfig) -> None:
@@ -99,6 +137,8 @@ def _validate(config: CrawlConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    if config.shared_seen:
+        config.redis_security.check_url(config.redis_url)
 
 
 # ---- seeds and scope ---------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 scheduled from each followed page until they are fetched, so that
 
 - only decisions for pages this process published are applied (key: URL + fetch time);
-- duplicated decisions (the broker may redeliver, aborted transactions may show) change nothing;
-- a correction is final for its page: a later non-correcting decision cannot undo it;
+- duplicated decisions (the broker may redeliver, aborted transactions may show) change nothing,
+  and a correction is final for its page: the contract's reading rule
+  (:func:`dedup_worker.contract.reading.next_step`) says which decisions are new;
 - a correction drops the page's outlinks that are still waiting in the scheduler, unless another
   followed page also wants them.
 """
@@ -18,25 +19,24 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
 
 from dedup_worker.contract.messages import Decision
+from dedup_worker.contract.reading import PageKey, Standing, Step, next_step, page_key
 
 logger = logging.getLogger(__name__)
 
 
-class PageKey(NamedTuple):
-    """A page is one fetch of one URL: the same URL fetched twice is two pages."""
-
-    url: str
-    fetched_at: float
-
-
-class PageState(Enum):
-    AWAITING = "awaiting"
-    FOLLOWED = "followed"
-    SUPPRESSED = "suppressed"
-    CORRECTED = "corrected"
+__all__ = [
+    "Action",
+    "Claim",
+    "Ledger",
+    "Outcome",
+    "PageKey",
+    "Published",
+    "ResumeState",
+    "domain_allowed",
+    "request_priority",
+]
 
 
 class Action(Enum):
@@ -69,10 +69,12 @@ class Claim(Enum):
 
 @dataclass
 class Ledger:
-    """Pages awaiting a decision, decided pages' states and pending links with their sources."""
+    """Pages awaiting a decision, decided pages' standing decisions and pending links with
+    their sources."""
 
     awaiting: dict[PageKey, Published] = field(default_factory=dict)
-    states: dict[PageKey, PageState] = field(default_factory=dict)
+    #: This process's pages: the standing decision of each, None while awaiting one.
+    pages: dict[PageKey, Standing | None] = field(default_factory=dict)
     _children: dict[PageKey, set[str]] = field(default_factory=dict)
     _sources: dict[str, set[PageKey]] = field(default_factory=dict)
     _cancelled: set[str] = field(default_factory=set)
@@ -83,37 +85,36 @@ class Ledger:
         return len(self.awaiting)
 
     def published(self, key: PageKey, depth: int, outlinks: tuple[str, ...]) -> None:
-        if key not in self.states:
+        if key not in self.pages:
             self.awaiting[key] = Published(depth, outlinks)
-            self.states[key] = PageState.AWAITING
+            self.pages[key] = None
 
     def publish_failed(self, key: PageKey) -> None:
         """The page never reached the broker: no decision will come for it."""
-        if self.states.get(key) is PageState.AWAITING:
+        if key in self.awaiting:
             del self.awaiting[key]
-            del self.states[key]
+            del self.pages[key]
 
     def apply(self, decision: Decision) -> Outcome:
-        key = PageKey(decision.url, decision.fetched_at)
-        state = self.states.get(key)
-        if state is None:
+        key = page_key(decision)
+        if key not in self.pages:
             return Outcome(Action.FOREIGN)
-        if decision.corrects:
-            return self._correct(key, state)
-        if state is not PageState.AWAITING:
+        held = self.pages[key]
+        step = next_step(held, decision)
+        if step is Step.REPEAT or (held is not None and held.corrects):
+            # Nothing new, or a correction of a corrected page (to an earlier original):
+            # its links were cancelled already.
             return Outcome(Action.DUPLICATE)
-        page = self.awaiting.pop(key)
+        self.pages[key] = Standing.of(decision)
+        page = self.awaiting.pop(key, None)
+        if decision.corrects:
+            return self._correct(key, page)
+        assert page is not None  # FIRST of a non-correcting decision: the page was awaiting
         if decision.follow_outlinks:
-            self.states[key] = PageState.FOLLOWED
             return Outcome(Action.FOLLOW, page.depth, tuple(decision.outlinks))
-        self.states[key] = PageState.SUPPRESSED
         return Outcome(Action.SUPPRESS, page.depth, suppressed=page.outlinks)
 
-    def _correct(self, key: PageKey, state: PageState) -> Outcome:
-        if state is PageState.CORRECTED:
-            return Outcome(Action.DUPLICATE)
-        self.states[key] = PageState.CORRECTED
-        page = self.awaiting.pop(key, None)
+    def _correct(self, key: PageKey, page: Published | None) -> Outcome:
         if page is not None:  # the correction overtook the first decision
             return Outcome(Action.CORRECT, page.depth, suppressed=page.outlinks)
         cancelled = []

@@ -17,11 +17,18 @@ from typing import Any, Self
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThread
 
 from crawler.config import crawl_config
-from crawler.kafka_io import PagePublisher, ensure_topics
+from dedup_worker.adapters.kafka import (
+    DeliveryCallback,
+    PagePublisher,
+    check_access,
+    ensure_topics,
+)
 from dedup_worker.contract.messages import Page
+from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +53,6 @@ class KafkaPagePipeline:
     def from_crawler(cls, crawler: Any) -> Self:
         if not crawl_config(crawler.settings).publishing:
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: pages are not published")
-        if crawler.settings.get("LOG_LEVEL") != "DEBUG":
-            # kafka-python logs every connection at INFO; Scrapy's log is about the crawl.
-            logging.getLogger("kafka").setLevel(logging.WARNING)
         return cls(crawler)
 
     async def open_spider(self) -> None:
@@ -57,21 +61,25 @@ class KafkaPagePipeline:
         from twisted.internet import reactor
 
         config = self.config
+        kafka = config.kafka()
+        # Refused credentials or TLS stop the crawl here, with the settings to fix.
+        await maybe_deferred_to_future(deferToThread(check_access, kafka))
         topics = [config.pages_topic, config.decisions_topic]
         await maybe_deferred_to_future(
-            deferToThread(ensure_topics, config.kafka_bootstrap, topics, config.partitions)
+            deferToThread(ensure_topics, kafka, topics, config.partitions)
         )
         self.publisher = await maybe_deferred_to_future(
             deferToThread(
-                PagePublisher.connect,
-                config.kafka_bootstrap,
-                config.pages_topic,
-                config.max_inflight_bytes,
-                config.max_message_bytes,
-                reactor.callFromThread,
+                lambda: PagePublisher.connect(
+                    kafka,
+                    config.pages_topic,
+                    max_inflight_bytes=config.max_inflight_bytes,
+                    max_message_bytes=config.max_message_bytes,
+                    call_from_thread=reactor.callFromThread,
+                )
             )
         )
-        logger.info("publishing pages to %s on %s", config.pages_topic, config.kafka_bootstrap)
+        logger.info("publishing pages to %s on %s", config.pages_topic, kafka.describe())
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, Page) or self.publisher is None:
@@ -93,14 +101,14 @@ class KafkaPagePipeline:
     async def _room(self, size: int) -> None:
         assert self.publisher is not None
         started = time.monotonic()
-        await maybe_deferred_to_future(self.publisher.reserve(size))
+        await maybe_deferred_to_future(reserve(self.publisher, size))
         waited = time.monotonic() - started
         if waited > 0.001:
             self.stats.inc_value("dedup/publish_backpressure_waits")
             self.stats.inc_value("dedup/publish_backpressure_seconds", waited)
 
-    def _on_delivery(self, page: Page) -> Any:
-        def done(error: Exception | None) -> None:
+    def _on_delivery(self, page: Page) -> DeliveryCallback:
+        def done(error: NeardupError | None) -> None:
             if error is None:
                 self.stats.inc_value("dedup/pages_acknowledged")
                 return
@@ -124,8 +132,16 @@ class KafkaPagePipeline:
         unacked = publisher.inflight_count
         try:
             await maybe_deferred_to_future(deferToThread(publisher.flush, FLUSH_TIMEOUT))
-        except Exception as exc:
+        except NeardupError as exc:
             self.stats.inc_value("dedup/publish_flush_failed")
             logger.error("flushing %d unacknowledged pages failed: %s", unacked, exc)
         await maybe_deferred_to_future(deferToThread(publisher.close))
         logger.info("page publisher closed (%d pages were unacknowledged at close)", unacked)
+
+
+def reserve(publisher: PagePublisher, size: int) -> Deferred[None]:
+    """Fires once ``size`` bytes are granted under the publisher's in-flight bound."""
+    granted: Deferred[None] = Deferred()
+    if publisher.reserve(size, lambda: granted.callback(None)):
+        return succeed(None)
+    return granted

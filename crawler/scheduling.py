@@ -1,7 +1,8 @@
 """Scheduling from decisions: the extension that turns the worker's verdicts into requests.
 
-:class:`DecisionScheduler` (an ``EXTENSIONS`` entry) reads ``decisions`` on a background thread
-(:class:`~crawler.kafka_io.DecisionFeed`) and drains it from the reactor with a ``LoopingCall``.
+:class:`DecisionScheduler` (an ``EXTENSIONS`` entry) reads ``decisions`` on a background
+thread (:class:`~dedup_worker.adapters.kafka.DecisionFeed`) and drains it from the reactor with
+a ``LoopingCall``.
 For each decision about one of this process's pages (:class:`~crawler.frontier.Ledger`) it
 
 - schedules the decision's outlinks when it says ``follow_outlinks``: in scope (allowed domains,
@@ -42,10 +43,10 @@ from crawler.frontier import (
     domain_allowed,
     request_priority,
 )
-from crawler.kafka_io import DecisionFeed
 from crawler.pipelines import page_publish_failed, page_publishing
 from crawler.seen import seen_for
 from crawler.urls import host_of
+from dedup_worker.adapters.kafka import DecisionFeed
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.errors import ContractError
 
@@ -67,7 +68,7 @@ class DecisionScheduler:
         self.config = config
         self.stats = crawler.stats
         self.ledger = Ledger()
-        self.feed = DecisionFeed(config.kafka_bootstrap, config.decisions_topic)
+        self.feed = DecisionFeed(config.kafka(), config.decisions_topic)
         self.suppressed: set[str] = set()  # in-scope outlinks not followed (checked at close)
         self._loop: LoopingCall | None = None
         self._last_progress = time.monotonic()

@@ -34,6 +34,7 @@ from scrapy import signals
 
 from crawler.config import crawl_config, default_crawl_id
 from crawler.urls import canonicalize_url
+from dedup_worker.adapters.redis_client import RedisSecurity, connect, describe, translated
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -174,10 +175,13 @@ class RedisSeenStore:
         self._release_unwanted = client.register_script(RELEASE_UNWANTED_SCRIPT)
 
     @classmethod
-    def from_url(cls, url: str, crawl_id: str) -> Self:
-        import redis
-
-        return cls(redis.Redis.from_url(url), seen_key(crawl_id))
+    def from_url(cls, url: str, crawl_id: str, secured: RedisSecurity | None = None) -> Self:
+        """A store on ``url`` with the credentials and TLS of ``secured``, checked now: wrong
+        credentials or TLS settings stop the crawl at start-up, naming the settings."""
+        client = connect(url, secured=secured, fail_fast=False)
+        with translated(describe(client)):
+            client.ping()
+        return cls(client, seen_key(crawl_id))
 
     def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         if not fingerprints:
@@ -330,7 +334,7 @@ def _build_store(crawler: Any) -> SeenStore:
         logger.info("URL-seen filter in process memory (no NEARDUP_REDIS_URL)")
         return MemorySeenStore()
     crawl_id = crawl_id_of(crawler)
-    store = RedisSeenStore.from_url(config.redis_url, crawl_id)
+    store = RedisSeenStore.from_url(config.redis_url, crawl_id, config.redis_security)
     size = store.size()
     logger.info(
         "URL-seen filter in Redis, crawl id %r (key %s): %d URLs already seen%s",

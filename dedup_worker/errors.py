@@ -1,12 +1,15 @@
-"""The one exception root of the dedup_worker package.
+"""The project's one exception root: every error raised on purpose derives from ``NeardupError``.
 
-Third-party errors (kafka-python, redis-py, numba) are translated into these at the adapter
-boundary, so callers only ever catch ``NeardupError`` subclasses.
+``dedup_worker``, ``crawler`` and ``neardup`` all raise these (or subclasses of them), so a
+caller that wants "anything this project refused" catches one class. Third-party errors
+(confluent-kafka, redis-py, numba) are translated into them at the adapter boundary.
+``neardup.errors.NeardupError`` is this same class; ``crawler.config.ConfigError`` is a
+``ConfigError`` (and still a ``ValueError``, as it always was).
 """
 
 
 class NeardupError(Exception):
-    """Root of every error raised on purpose by dedup_worker."""
+    """Root of every error raised on purpose by this project."""
 
 
 class ConfigError(NeardupError):
@@ -28,3 +31,15 @@ class IndexError_(NeardupError):  # noqa: N801  (IndexError is a builtin)
 
 class BackendUnavailable(NeardupError):
     """Shared state (Redis) or the broker cannot be reached right now; retry later."""
+
+
+class BrokerError(NeardupError):
+    """Kafka refused in a way retrying will not fix; the message says what happened."""
+
+
+class ProducerFenced(BrokerError):
+    """Another producer initialised our transactional id; this one can never commit again."""
+
+
+class OwnershipLost(NeardupError):
+    """A rebalance moved the batch's partitions; their new owner processes the batch again."""

@@ -19,15 +19,24 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from dedup_worker.adapters.kafka import (
+    KafkaSettings,
+    ReaderThread,
+    Record,
+    TopicReader,
+    check_access,
+    ensure_topics,
+)
+from dedup_worker.worker.config import WorkerConfig, load_config
 from neardup.errors import NeardupError
+from neardup.summary import CrawlSummary, suppressed_links
 
 logger = logging.getLogger(__name__)
 
-TOPICS = ("pages", "decisions", "pages.dlq")
 PROGRESS_EVERY = 2.0
 
 
@@ -49,78 +58,52 @@ class CrawlOptions:
     progress: bool = True
 
 
-@dataclass
 class Tally:
-    """What the recorder has seen: final verdict per page, corrections applied."""
+    """What the recorder has read, folded by the contract's rule (the same fold as
+    ``neardup report``, so the summary printed at the end agrees with the report)."""
 
-    verdicts: dict[tuple[str, float], str] = field(default_factory=dict)
-    corrected: set[tuple[str, float]] = field(default_factory=set)
-    suppressed_links: int = 0
-    lines: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        self.summary = CrawlSummary()
+        self.lock = threading.Lock()
 
     def add(self, raw: bytes) -> None:
-        from dedup_worker.contract.messages import decode_decision
-        from dedup_worker.errors import ContractError
-
-        try:
-            decision = decode_decision(raw)
-        except ContractError:
-            return
-        key = (decision.url, decision.fetched_at)
         with self.lock:
-            self.lines += 1
-            if key in self.corrected and not decision.corrects:
-                return
-            if decision.corrects:
-                self.corrected.add(key)
-            self.verdicts[key] = decision.verdict.value
-            links = decision.evidence.get("suppressed_outlinks")
-            self.suppressed_links += links if isinstance(links, int) else 0
+            self.summary.add(raw)
 
     def counts(self) -> Counter[str]:
         with self.lock:
-            return Counter(self.verdicts.values())
+            return self.summary.verdicts
+
+    def suppressed_links(self) -> int:
+        with self.lock:
+            return suppressed_links(self.summary)
 
 
-class Recorder(threading.Thread):
+class Recorder:
     """Copies every decision of this run to the output file, and tallies them."""
 
-    def __init__(self, bootstrap: str, topic: str, out: IO[bytes], tally: Tally) -> None:
-        super().__init__(name="decisions-recorder", daemon=True)
-        from kafka import KafkaConsumer, TopicPartition
-
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap.split(","), enable_auto_commit=False, group_id=None
-        )
-        partitions = self.consumer.partitions_for_topic(topic) or {0}
-        self.partitions = [TopicPartition(topic, p) for p in sorted(partitions)]
-        self.consumer.assign(self.partitions)
-        self.consumer.seek_to_end(*self.partitions)
-        for tp in self.partitions:
-            self.consumer.position(tp)  # resolve now: the crawl's decisions come after this
+    def __init__(self, kafka: KafkaSettings, topic: str, out: IO[bytes], tally: Tally) -> None:
+        self.reader = TopicReader(kafka, topic)
+        # Positioned now, before the crawl starts: the crawl's decisions come after this.
+        self.reader.start("end")
         self.out, self.tally = out, tally
-        self.stopping = threading.Event()
+        self.thread = ReaderThread(self.reader, self._record, name="decisions-recorder")
 
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            for records in self.consumer.poll(timeout_ms=200).values():
-                for record in records:
-                    self.out.write(record.value + b"\n")
-                    self.tally.add(record.value)
-            self.out.flush()
+    def start(self) -> None:
+        self.thread.start()
+
+    def _record(self, records: list[Record]) -> None:
+        for record in records:
+            value = record.value or b""
+            self.out.write(value + b"\n")
+            self.tally.add(value)
+        self.out.flush()
 
     def drain(self, timeout: float = 15.0) -> None:
         """Wait until everything on the topic now has been recorded, then stop."""
-        ends = self.consumer.end_offsets(self.partitions)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(self.consumer.position(tp) >= ends[tp] for tp in self.partitions):
-                break
-            time.sleep(0.1)
-        self.stopping.set()
-        self.join(timeout=5)
-        self.consumer.close()
+        if not self.thread.drain(timeout):
+            logger.warning("decisions still arriving after %.0f s; stopping the recorder", timeout)
+        self.thread.stop()
 
 
 class CrawlRun:
@@ -149,11 +132,15 @@ class CrawlRun:
                 stack.close()
 
     def _crawl(self, bootstrap: str, redis_url: str) -> int:
-        _create_topics(bootstrap, max(self.options.partitions, self.options.workers, 1))
+        env = self._env(bootstrap, redis_url)
+        # The workers' and the spider's configuration: the topics are the ones they use.
+        config = load_config([], env)
+        kafka = config.kafka(client_id="neardup-crawl")
+        check_access(kafka)
+        ensure_topics(kafka, _topics(config), self._partitions(), config.replication)
         with self.options.out.open("wb") as out:
-            recorder = Recorder(bootstrap, "decisions", out, self.tally)
+            recorder = Recorder(kafka, config.decisions_topic, out, self.tally)
             recorder.start()
-            env = self._env(bootstrap, redis_url)
             for number in range(self.options.workers):
                 # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
                 worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
@@ -170,12 +157,15 @@ class CrawlRun:
         env.update(
             NEARDUP_KAFKA_BOOTSTRAP=bootstrap,
             NEARDUP_REDIS_URL=redis_url,
-            NEARDUP_PARTITIONS=str(max(self.options.partitions, self.options.workers, 1)),
+            NEARDUP_PARTITIONS=str(self._partitions()),
             SCRAPY_SETTINGS_MODULE="crawler.settings",
         )
         if self.options.crawl_id:
             env["NEARDUP_CRAWL_ID"] = self.options.crawl_id
         return env
+
+    def _partitions(self) -> int:
+        return max(self.options.partitions, self.options.workers, 1)
 
     def _spider_argv(self) -> list[str]:
         o = self.options
@@ -226,7 +216,7 @@ class CrawlRun:
         return (
             f"[{elapsed:6.1f}s] {decided} pages decided ({decided / max(elapsed, 1e-9):.1f}/s): "
             f"{counts['unique']} unique, {dups} duplicates, "
-            f"{self.tally.suppressed_links} outlinks suppressed"
+            f"{self.tally.suppressed_links()} outlinks suppressed"
         )
 
     def _stop_children(self) -> None:
@@ -242,18 +232,26 @@ class CrawlRun:
         self.children.clear()
 
     def _summary(self, code: int) -> None:
-        counts = self.tally.counts()
         elapsed = time.monotonic() - self.started
         outcome = "finished" if code == 0 else f"ended with code {code}"
         print(f"\nneardup crawl {outcome} in {elapsed:.1f}s")
-        print(f"{'verdict':<18}{'pages':>8}")
-        for verdict in ("unique", "near_duplicate", "exact_duplicate", "changed", "unchanged"):
-            print(f"{verdict:<18}{counts.get(verdict, 0):>8}")
-        print(f"{'total':<18}{sum(counts.values()):>8}")
-        corrections = len(self.tally.corrected)
-        print(f"outlinks suppressed: {self.tally.suppressed_links}; corrections: {corrections}")
-        print(f"decisions: {self.options.out} ({self.tally.lines} lines)")
+        with self.tally.lock:
+            lines = summary_lines(self.tally.summary)
+        print("\n".join(lines))
+        print(f"decisions: {self.options.out} ({self.tally.summary.lines} lines)")
         print(f"logs: {self.options.state_dir}")
+
+
+def summary_lines(summary: CrawlSummary) -> list[str]:
+    """The verdict table and the outlink and correction counts that end a crawl's output."""
+    counts = summary.verdicts
+    lines = [f"{'verdict':<18}{'pages':>8}"]
+    for verdict in ("unique", "near_duplicate", "exact_duplicate", "changed", "unchanged"):
+        lines.append(f"{verdict:<18}{counts.get(verdict, 0):>8}")
+    lines.append(f"{'total':<18}{sum(counts.values()):>8}")
+    suppressed = suppressed_links(summary)
+    lines.append(f"outlinks suppressed: {suppressed}; corrections: {summary.corrections}")
+    return lines
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
@@ -273,17 +271,5 @@ def _external_services() -> tuple[str, str]:
     return bootstrap, redis_url
 
 
-def _create_topics(bootstrap: str, partitions: int) -> None:
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
-    try:
-        existing = set(admin.list_topics())
-        wanted = [NewTopic(t, partitions, 1) for t in TOPICS if t not in existing]
-        if wanted:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another run created it first
-                admin.create_topics(wanted)
-    finally:
-        admin.close()
+def _topics(config: WorkerConfig) -> list[str]:
+    return [config.pages_topic, config.decisions_topic, config.dlq_topic]

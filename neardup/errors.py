@@ -1,8 +1,12 @@
-"""The one exception root of the ``neardup`` package."""
+"""Errors of the ``neardup`` package, under the project's one root.
 
+``NeardupError`` here is :class:`dedup_worker.errors.NeardupError` itself (kept importable from
+this module), so ``except NeardupError`` catches what any part of the project raises on purpose.
+"""
 
-class NeardupError(Exception):
-    """Root of every error raised on purpose by the ``neardup`` package."""
+from dedup_worker.errors import NeardupError
+
+__all__ = ["NeardupError", "StackError"]
 
 
 class StackError(NeardupError):

@@ -13,8 +13,6 @@ import html
 import io
 import logging
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from dedup_worker.contract.messages import Decision, decode_decision
-from dedup_worker.errors import ContractError
+from neardup.summary import CrawlSummary, links_of, summarise, suppressed_links
+
+__all__ = [
+    "CrawlSummary",
+    "figures",
+    "render_html",
+    "summarise",
+    "suppressed_links",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -35,65 +41,6 @@ VERDICT_COLOURS = {
     "near_duplicate": "#e8590c",
     "exact_duplicate": "#c92a2a",
 }
-
-
-@dataclass
-class CrawlSummary:
-    """Final state per page (corrections applied) and the counts the report shows."""
-
-    final: dict[tuple[str, float], Decision] = field(default_factory=dict)
-    undecodable: int = 0
-    corrections: int = 0
-
-    @property
-    def verdicts(self) -> Counter[str]:
-        return Counter(d.verdict.value for d in self.final.values())
-
-    @property
-    def suppressed(self) -> list[Decision]:
-        return [d for d in self.final.values() if d.verdict.value.endswith("duplicate")]
-
-
-def summarise(lines: Iterable[bytes]) -> CrawlSummary:
-    """Fold a decision stream: a correction is final for its page; duplicates are ignored."""
-    summary = CrawlSummary()
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            decision = decode_decision(raw)
-        except ContractError:
-            summary.undecodable += 1
-            continue
-        key = (decision.url, decision.fetched_at)
-        held = summary.final.get(key)
-        if held is not None and held.corrects and not decision.corrects:
-            continue
-        summary.corrections += decision.corrects
-        summary.final[key] = decision
-    return summary
-
-
-def suppressed_links(summary: CrawlSummary) -> int:
-    """Outlinks not followed because their page was a duplicate."""
-    by_url = {d.url: d for d in summary.final.values()}
-    return sum(_links_of(decision, by_url) for decision in summary.suppressed)
-
-
-def _links_of(decision: Decision, by_url: dict[str, Decision]) -> int:
-    """The engine records a duplicate's outlink count; a correction does not know it, so the
-    estimate walks to the original that was crawled and uses its outlink count."""
-    known = decision.evidence.get("suppressed_outlinks")
-    if isinstance(known, int):
-        return known
-    seen: set[str] = set()
-    current: Decision | None = decision
-    while current is not None and current.url not in seen:
-        seen.add(current.url)
-        if current.outlinks:
-            return len(current.outlinks)
-        current = by_url.get(current.duplicate_of or "")
-    return 0
 
 
 def figures(summary: CrawlSummary, page_bytes: int) -> dict[str, str]:
@@ -186,7 +133,7 @@ def _bandwidth(ax: Any, summary: CrawlSummary, page_bytes: int) -> None:
     decisions = sorted(summary.suppressed, key=lambda d: d.fetched_at)
     start = decisions[0].fetched_at if decisions else 0.0
     for decision in decisions:
-        total += _links_of(decision, by_url) * page_bytes
+        total += links_of(decision, by_url) * page_bytes
         times.append(decision.fetched_at - start)
         saved.append(total / 1e6)
     ax.step(times, saved, where="post", color="#1971c2")

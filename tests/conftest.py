@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import pytest
 import redis
-from kafka.admin import NewTopic
 
+from dedup_worker.adapters.kafka import TopicAdmin
 from neardup.errors import StackError
 from neardup.stack import KafkaBroker, RedisCluster, RedisServer
 
@@ -73,22 +73,20 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 
 
 @pytest.fixture(scope="session")
-def kafka_admin(kafka_broker: KafkaBroker) -> Iterator[Any]:
-    """One ``KafkaAdminClient`` for the session broker."""
-    admin = kafka_broker.admin()
-    yield admin
-    admin.close()
+def kafka_admin(kafka_broker: KafkaBroker) -> TopicAdmin:
+    """One admin client (the project's ``TopicAdmin``) for the session broker."""
+    return kafka_broker.admin()
 
 
 @pytest.fixture
-def kafka_topic(kafka_admin: Any, request: pytest.FixtureRequest) -> Callable[..., str]:
+def kafka_topic(kafka_admin: TopicAdmin, request: pytest.FixtureRequest) -> Callable[..., str]:
     """Factory: ``kafka_topic(partitions=1)`` creates a new, uniquely named topic and returns
     its name (derived from the test's name, so broker logs stay readable)."""
     base = re.sub(r"[^a-zA-Z0-9._-]", "-", request.node.name)[:60]
 
     def create(partitions: int = 1, prefix: str | None = None) -> str:
         name = f"{prefix or base}-{uuid.uuid4().hex[:8]}"
-        kafka_admin.create_topics([NewTopic(name, partitions, 1)])
+        kafka_admin.create([name], partitions)
         return name
 
     return create

@@ -54,7 +54,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from crawler.config import ConfigError
+from dedup_worker.errors import ConfigError
 
 #: Parameter names (lowercase) that never become rules: pagination and language selectors.
 NEVER_LEARN: frozenset[str] = frozenset(

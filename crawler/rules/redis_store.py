@@ -17,7 +17,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crawler.config import ConfigError
 from crawler.rules.book import RuleChange
 from crawler.rules.learning import Observation
 from crawler.rules.policy import DEFAULT_POLICY, Evidence, RulePolicy, State
@@ -31,6 +30,7 @@ from dedup_worker.adapters.redis_client import (
     describe,
     translated,
 )
+from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

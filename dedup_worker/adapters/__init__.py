@@ -1,1 +1,2 @@
-"""Adapters around the pure core: Redis-backed index and record store."""
+"""Adapters around the pure core: the Redis-backed index and record store, and the Kafka
+clients of every process (:mod:`dedup_worker.adapters.kafka`)."""

@@ -1,4 +1,5 @@
-"""The public message contract: page messages in, decisions out, dead letters aside."""
+"""The public message contract: page messages in, decisions out, dead letters aside, and the
+rule for reading decisions (:mod:`dedup_worker.contract.reading`)."""
 
 from dedup_worker.contract.messages import (
     DECISION_SCHEMA,
@@ -10,14 +11,30 @@ from dedup_worker.contract.messages import (
     decode_decision,
     decode_page,
 )
+from dedup_worker.contract.reading import (
+    DecisionFold,
+    PageKey,
+    Standing,
+    Step,
+    fold_decisions,
+    next_step,
+    page_key,
+)
 
 __all__ = [
     "DECISION_SCHEMA",
     "PAGE_SCHEMA",
     "DeadLetter",
     "Decision",
+    "DecisionFold",
     "Page",
+    "PageKey",
+    "Standing",
+    "Step",
     "Verdict",
     "decode_decision",
     "decode_page",
+    "fold_decisions",
+    "next_step",
+    "page_key",
 ]

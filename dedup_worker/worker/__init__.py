@@ -1,6 +1,6 @@
 """The dedup worker service: a Kafka consumer group deciding pages against a shared index.
 
-``config`` (WorkerConfig from flags and NEARDUP_* variables), ``kafka_io`` (confluent-kafka
-adapters), ``service`` (the loop and its commit order), ``metrics`` (Prometheus) and ``main``
-(the ``dedup-worker`` entry point).
+``config`` (WorkerConfig from flags and NEARDUP_* variables), ``service`` (the loop and its
+commit order), ``metrics`` (Prometheus) and ``main`` (the ``dedup-worker`` entry point). Its
+Kafka clients are in :mod:`dedup_worker.adapters.kafka`.
 """

@@ -7,9 +7,9 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from dedup_worker.adapters.kafka import Offsets, Record
 from dedup_worker.contract.messages import DeadLetter, Decision, Page
 from dedup_worker.core.engine import Prepared
-from dedup_worker.worker.kafka_io import Offsets, Record
 
 logger = logging.getLogger(__name__)
 

@@ -5,6 +5,12 @@ flag (``--`` + the field name with dashes); a flag wins over the variable, the v
 default. Every value is checked at start-up, and a bad one raises ``ConfigError`` naming the
 variable or flag it came from and what a good value looks like, so an operator can fix it
 without reading code.
+
+The Kafka and Redis security settings (TLS, SASL, passwords) are read from the environment
+only, never from flags (a flag shows in the process list), by the same code as the crawler's
+and the ``neardup`` commands' (:class:`~dedup_worker.adapters.kafka.KafkaSecurity`,
+:class:`~dedup_worker.adapters.redis_client.RedisSecurity`); secrets never appear in
+:meth:`WorkerConfig.describe` or its ``repr``.
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ import os
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
+from dedup_worker.adapters.redis_client import RedisSecurity
+from dedup_worker.adapters.security import environment, redact_url
 from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
 from dedup_worker.core.sketch import SketchConfig
 from dedup_worker.errors import ConfigError
@@ -39,9 +48,10 @@ _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WorkerConfig:
-    """Everything one worker process needs; built by :func:`load_config`, never mutated."""
+    """Everything one worker process needs; built by :func:`load_config`, never mutated.
+    Its ``repr`` is :meth:`describe` (a password in the Redis URL is not shown)."""
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     redis_url: str = MEMORY_BACKEND
@@ -81,6 +91,9 @@ class WorkerConfig:
     worker_slots: int = 1024
     log_level: str = "INFO"
     log_format: LogFormat = "text"
+    # Read from the environment only (see the module doc), not options with flags.
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    redis_security: RedisSecurity = field(default_factory=RedisSecurity)
 
     @property
     def memory_backend(self) -> bool:
@@ -111,11 +124,25 @@ class WorkerConfig:
         """Kafka ``client.id``: the worker id, or the host name for a leased one."""
         return f"dedup-worker-{self.worker_id or host_name()}"
 
+    def kafka(self, client_id: str | None = None) -> KafkaSettings:
+        """The settings of this process's Kafka clients (default id: the worker's)."""
+        return KafkaSettings(
+            self.kafka_bootstrap,
+            client_id=client_id or self.client_name,
+            security=self.kafka_security,
+        )
+
+    def __repr__(self) -> str:
+        return f"WorkerConfig({self.describe()})"
+
     def describe(self) -> str:
-        """One log line with the settings that matter when reading a worker's log."""
+        """One log line with the settings that matter when reading a worker's log; never a
+        secret."""
+        redis_security = self.redis_security.describe()
         return (
-            f"kafka={self.kafka_bootstrap} redis={self.redis_url}"
-            f"{' (cluster)' if self.redis_cluster else ''} topics={self.pages_topic}->"
+            f"kafka={self.kafka().describe()} redis={redact_url(self.redis_url)}"
+            f"{' (cluster)' if self.redis_cluster else ''}"
+            f"{f' ({redis_security})' if redis_security else ''} topics={self.pages_topic}->"
             f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
             f"worker={self.worker_id or '(leased slot)'} k={self.k} tables_k={self.tables_k}"
             f"x{self.table_replicas} "
@@ -222,7 +249,7 @@ def _redis_url(raw: str, source: str) -> str:
     if parts.scheme not in _REDIS_SCHEMES or not (parts.netloc or parts.path):
         raise ConfigError(
             f"{source} must be 'memory' or a URL like redis://host:6379/0 "
-            f"(schemes {', '.join(_REDIS_SCHEMES)}), got {raw!r}"
+            f"(schemes {', '.join(_REDIS_SCHEMES)}), got {redact_url(raw)!r}"
         )
     return value
 
@@ -376,6 +403,9 @@ def from_namespace(args: argparse.Namespace, env: Mapping[str, str]) -> WorkerCo
             values[option.field] = option.parse(str(flag_value), option.flag)
         elif option.env in env:
             values[option.field] = option.parse(env[option.env], option.env)
+    lookup = environment(env)
+    values["kafka_security"] = KafkaSecurity.from_settings(lookup)
+    values["redis_security"] = RedisSecurity.from_settings(lookup)
     return _resolved(WorkerConfig(**values))
 
 
@@ -442,6 +472,8 @@ def _check_together(config: WorkerConfig) -> None:
             "NEARDUP_PAGES_TOPIC, NEARDUP_DECISIONS_TOPIC and NEARDUP_DLQ_TOPIC must be "
             f"three different topics, got {', '.join(topics)}"
         )
+    if not config.memory_backend:
+        config.redis_security.check_url(config.redis_url)
     if config.memory_backend and config.redis_cluster:
         raise ConfigError("NEARDUP_REDIS_CLUSTER needs a redis:// URL in NEARDUP_REDIS_URL")
     if config.tables_k > config.k:
@@ -471,4 +503,5 @@ def _check_together(config: WorkerConfig) -> None:
 
 def field_names() -> list[str]:
     """The option names, in declaration order (documentation and tests)."""
-    return [f.name for f in fields(WorkerConfig)]
+    security = ("kafka_security", "redis_security")
+    return [f.name for f in fields(WorkerConfig) if f.name not in security]

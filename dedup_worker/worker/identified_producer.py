@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from dedup_worker.adapters.kafka import DecisionProducer, GroupMetadata, Offsets
 from dedup_worker.core.slots import LeaseStatus
-from dedup_worker.errors import BackendUnavailable
+from dedup_worker.errors import BackendUnavailable, ProducerFenced
 from dedup_worker.worker.identity import Identity
-from dedup_worker.worker.kafka_errors import ProducerFenced
-from dedup_worker.worker.kafka_io import Offsets
-from dedup_worker.worker.kafka_producer import DecisionProducer
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +32,7 @@ class Publisher(Protocol):
 
     def begin(self) -> None: ...
     def send(self, topic: str, key: bytes | None, value: bytes) -> None: ...
-    def commit(self, offsets: Offsets, group_metadata: Any) -> None: ...
+    def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None: ...
     def flush(self) -> None: ...
     def abort(self) -> None: ...
     def close(self) -> None: ...
@@ -75,7 +73,7 @@ class IdentifiedProducer:
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
         self._current().send(topic, key, value)
 
-    def commit(self, offsets: Offsets, group_metadata: Any) -> None:
+    def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None:
         status = self._identity.status()
         if status is not LeaseStatus.HELD:
             status = self._identity.refresh()

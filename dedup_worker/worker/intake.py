@@ -6,11 +6,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dedup_worker.adapters.kafka import Record
 from dedup_worker.contract.messages import DeadLetter, decode_page
 from dedup_worker.errors import ContractError
 from dedup_worker.worker.batching import Batch
 from dedup_worker.worker.config import WorkerConfig
-from dedup_worker.worker.kafka_io import Record
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from dedup_worker.adapters.kafka import (
+    DecisionProducer,
+    PageConsumer,
+    check_access,
+    ensure_topics,
+    fence,
+)
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
 from dedup_worker.core.memory_index import InMemoryIndex
@@ -28,8 +35,6 @@ from dedup_worker.worker.batching import Backoff
 from dedup_worker.worker.config import WorkerConfig, load_config
 from dedup_worker.worker.identified_producer import IdentifiedProducer
 from dedup_worker.worker.identity import build_identity
-from dedup_worker.worker.kafka_io import PageConsumer, ensure_topics
-from dedup_worker.worker.kafka_producer import DecisionProducer, fence
 from dedup_worker.worker.metrics import InstrumentedIndex, WorkerMetrics
 from dedup_worker.worker.service import Worker
 
@@ -85,11 +90,25 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
     """Everything a worker needs, connected; Redis being down at start-up is waited out."""
     metrics = WorkerMetrics()
     engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
+    kafka = config.kafka()
+    # A refused login or TLS handshake stops the worker here, naming the settings to fix.
+    _with_retries(lambda: check_access(kafka), config, stop)
     if config.create_topics:
-        _with_retries(lambda: ensure_topics(config), config, stop)
+        topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
+        _with_retries(
+            lambda: ensure_topics(kafka, topics, config.partitions, config.replication),
+            config,
+            stop,
+        )
     producer = build_producer(config, stop)
     producer.warm_up([config.decisions_topic, config.dlq_topic])
-    consumer = PageConsumer(config)
+    consumer = PageConsumer(
+        kafka,
+        config.pages_topic,
+        config.group_id,
+        fetch_wait_ms=config.fetch_wait_ms,
+        max_message_bytes=config.max_message_bytes,
+    )
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     return Worker(config, engine, consumer, producer, metrics)
@@ -98,11 +117,22 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
 def build_producer(config: WorkerConfig, stop: threading.Event | None) -> IdentifiedProducer:
     """The decisions producer under this worker's identity: a fixed id, or a slot leased in
     Redis (Redis being down at start-up is waited out); see ``identity``."""
+    kafka = config.kafka()
     identity = _with_retries(
-        lambda: build_identity(config, lambda lapsed_id: fence(config, lapsed_id)), config, stop
+        lambda: build_identity(config, lambda lapsed_id: fence(kafka, lapsed_id)), config, stop
     )
+
+    def producer(transactional_id: str) -> DecisionProducer:
+        return DecisionProducer(
+            kafka,
+            mode=config.transactional,
+            transactional_id=transactional_id,
+            max_message_bytes=config.max_message_bytes,
+            commit_retry_ms=config.commit_retry_ms,
+        )
+
     try:
-        return IdentifiedProducer(identity, lambda tid: DecisionProducer(config, tid))
+        return IdentifiedProducer(identity, producer)
     except BaseException:
         identity.close(clean=True)  # nothing was produced under it
         raise
@@ -144,7 +174,7 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
     from dedup_worker.adapters.redis_docs import RedisDocStore
     from dedup_worker.adapters.redis_index import RedisIndex
 
-    client = connect(config.redis_url, cluster=config.redis_cluster)
+    client = connect(config.redis_url, cluster=config.redis_cluster, secured=config.redis_security)
     ttl = config.ttl_seconds or None
     # Shards spread a namespace over a cluster's nodes, at one script call per shard and batch
     # step. One Redis gains nothing from them, so it gets one shard per table: a batch step is

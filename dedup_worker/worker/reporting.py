@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 
+from dedup_worker.adapters.kafka import Offsets, offsets_text
 from dedup_worker.worker.batching import Batch, Encoded, Progress, Timing
-from dedup_worker.worker.kafka_io import Offsets, offsets_text
 from dedup_worker.worker.metrics import WorkerMetrics
 
 logger = logging.getLogger(__name__)

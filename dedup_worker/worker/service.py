@@ -60,6 +60,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
+from dedup_worker.adapters.kafka import (
+    Offsets,
+    OwnershipLost,
+    PageConsumer,
+    Record,
+    first_offsets,
+    next_offsets,
+    offsets_text,
+)
 from dedup_worker.contract.messages import DeadLetter, Decision, Page
 from dedup_worker.core.engine import Prepared
 from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
@@ -74,15 +83,6 @@ from dedup_worker.worker.batching import (
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.identified_producer import Publisher
 from dedup_worker.worker.intake import Intake, record_fields
-from dedup_worker.worker.kafka_io import (
-    Offsets,
-    OwnershipLost,
-    PageConsumer,
-    Record,
-    first_offsets,
-    next_offsets,
-    offsets_text,
-)
 from dedup_worker.worker.metrics import WorkerMetrics
 from dedup_worker.worker.reporting import BatchReporter
 

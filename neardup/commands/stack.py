@@ -8,8 +8,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dedup_worker.adapters.kafka import TopicReader
 
 logger = logging.getLogger(__name__)
 
@@ -71,26 +75,42 @@ def run_decisions(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kafka import KafkaConsumer
+    from dedup_worker.adapters.kafka import KafkaSecurity, KafkaSettings, TopicReader, check_access
+    from dedup_worker.adapters.security import environment
+    from dedup_worker.errors import ConfigError, NeardupError
 
-    consumer = KafkaConsumer(
-        args.topic,
-        bootstrap_servers=args.bootstrap.split(","),
-        auto_offset_reset="earliest" if args.from_beginning else "latest",
-        enable_auto_commit=False,
-        group_id=None,
-        consumer_timeout_ms=int(args.idle_timeout * 1000) if args.idle_timeout else float("inf"),
-    )
-    shown = 0
     try:
-        for record in consumer:
-            print(record.value.decode("utf-8", "replace") if args.json else render(record.value))
+        security = KafkaSecurity.from_settings(environment())
+        kafka = KafkaSettings(args.bootstrap, "neardup-decisions", security)
+        check_access(kafka)
+        reader = TopicReader(kafka, args.topic)
+    except NeardupError as exc:
+        print(f"neardup decisions: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    try:
+        reader.start("beginning" if args.from_beginning else "end")
+        _tail(reader, args)
+    except NeardupError as exc:
+        print(f"neardup decisions: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        reader.close()
+    return 0
+
+
+def _tail(reader: TopicReader, args: argparse.Namespace) -> None:
+    """Print decisions until ``--max`` were shown or none came for ``--idle-timeout``."""
+    shown, idle_since = 0, time.monotonic()
+    while not args.idle_timeout or time.monotonic() - idle_since < args.idle_timeout:
+        records = reader.poll(0.2, max_records=args.max - shown if args.max else 1000)
+        if records:
+            idle_since = time.monotonic()
+        for record in records:
+            raw = record.value or b""
+            print(raw.decode("utf-8", "replace") if args.json else render(raw), flush=True)
             shown += 1
             if args.max and shown >= args.max:
-                break
-    finally:
-        consumer.close()
-    return 0
+                return
 
 
 def render(raw: bytes) -> str:

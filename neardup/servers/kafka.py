@@ -13,11 +13,10 @@ import shutil
 import signal
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import NoReturn, Self
 
-from kafka import KafkaAdminClient
-from kafka.errors import KafkaConfigurationError, KafkaError
-
+from dedup_worker.adapters.kafka import KafkaSettings, TopicAdmin
+from dedup_worker.errors import BackendUnavailable
 from neardup.errors import StackError
 from neardup.servers.process import (
     ManagedProcess,
@@ -53,13 +52,29 @@ def tansu_binary() -> str:
     return found
 
 
-def tansu_argv(binary: str, host: str, port: int, cluster_id: str) -> list[str]:
-    """The broker command line: listen and advertise the same loopback address, memory storage."""
+def tansu_argv(
+    binary: str,
+    host: str,
+    port: int,
+    cluster_id: str,
+    *,
+    advertised_port: int | None = None,
+    authentication: bool = False,
+) -> list[str]:
+    """The broker command line: listen on a loopback address, advertise it (or
+    ``advertised_port``, e.g. a TLS proxy in front of the broker), memory storage.
+
+    ``authentication``: clients must log in with SASL. This Tansu build offers SCRAM only,
+    and its memory storage keeps no SCRAM credentials, so every login is refused: it serves
+    to check how clients report a refused login. (Its ``--cert``/``--key`` options cannot be
+    given together, so it cannot serve TLS itself.)"""
     url = f"tcp://{host}:{port}"
+    advertised = f"tcp://{host}:{advertised_port or port}"
     return [
         *(binary, "broker", "--cluster-id", cluster_id),
-        *("--listener-url", url, "--advertised-listener-url", url),
+        *("--listener-url", url, "--advertised-listener-url", advertised),
         *("--storage-engine", "memory://tansu/"),
+        *(["--authentication"] if authentication else []),
     ]
 
 
@@ -80,6 +95,8 @@ class KafkaBroker:
         binary: str | None = None,
         cluster_id: str = "neardup",
         runtime_threads: int = 1,
+        advertised_port: int | None = None,
+        authentication: bool = False,
     ) -> None:
         if runtime_threads < 1:
             raise StackError(f"runtime_threads must be at least 1, not {runtime_threads}")
@@ -87,6 +104,8 @@ class KafkaBroker:
         self.runtime_threads = runtime_threads
         self.startup_timeout = startup_timeout
         self.cluster_id = cluster_id
+        self.advertised_port = advertised_port
+        self.authentication = authentication
         self._fixed_port = port is not None
         self.port = port if port is not None else free_port(host)
         self.state_dir, self._remove_dir = state_dir_for(self, state_dir, "neardup-kafka-")
@@ -110,18 +129,24 @@ class KafkaBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.alive()
 
-    def admin(self, **kwargs: Any) -> Any:
-        """A new ``KafkaAdminClient`` for this broker; the caller closes it."""
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, **kwargs)
+    @property
+    def settings(self) -> KafkaSettings:
+        """The client settings that reach this broker."""
+        return KafkaSettings(self.bootstrap)
+
+    def admin(self, *, quiet: bool = False) -> TopicAdmin:
+        """A new admin client of this broker (create, delete, list topics)."""
+        return TopicAdmin(self.settings, quiet=quiet)
 
     def start(self) -> Self:
-        """Start the broker and wait until kafka-python can fetch its metadata."""
+        """Start the broker and wait until a client can fetch its metadata."""
         if self.running:
             return self
         for attempt in range(1, _PORT_RETRIES + 1):
             proc = self._launch()
             if self._listening(proc):
-                self._wait_metadata(proc)
+                if not self.authentication:  # else no client can log in to ask
+                    self._wait_metadata(proc)
                 logger.info("tansu broker ready on %s (pid %s)", self.bootstrap, proc.pid)
                 return self
             if self._fixed_port or attempt == _PORT_RETRIES or not _lost_port_race(proc):
@@ -134,7 +159,10 @@ class KafkaBroker:
 
     def _launch(self) -> ManagedProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        argv = tansu_argv(self._binary or tansu_binary(), self.host, self.port, self.cluster_id)
+        argv = tansu_argv(
+            self._binary or tansu_binary(), self.host, self.port, self.cluster_id,
+            advertised_port=self.advertised_port, authentication=self.authentication,
+        )  # fmt: skip
         self._proc = ManagedProcess(
             "tansu", argv, self.log_path, cwd=self.state_dir, env=self._env()
         )
@@ -162,23 +190,9 @@ class KafkaBroker:
         return proc.listens_on(self.port)
 
     def _wait_metadata(self, proc: ManagedProcess) -> None:
-        if not wait_until(self._metadata_ok, self.startup_timeout, interval=0.1):
-            self._fail(proc, "kafka-python could not fetch metadata")
-
-    def _metadata_ok(self) -> bool:
-        try:
-            admin = self.admin(request_timeout_ms=2000, bootstrap_timeout_ms=2000)
-        except KafkaConfigurationError:
-            raise  # our bug, not a broker still starting: waiting would only hide it
-        except KafkaError:
-            return False
-        try:
-            admin.list_topics()
-            return True
-        except KafkaError:
-            return False
-        finally:
-            admin.close()
+        admin = self.admin(quiet=True)
+        if not wait_until(lambda: _answers(admin), self.startup_timeout, interval=0.1):
+            self._fail(proc, "no client could fetch its metadata")
 
     def _fail(self, proc: ManagedProcess, detail: str) -> NoReturn:
         message = failure_message(f"tansu broker on {self.bootstrap} failed", proc, detail)
@@ -232,6 +246,16 @@ class KafkaBroker:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _answers(admin: TopicAdmin) -> bool:
+    """True once the broker answers a metadata request (a broker still starting does not;
+    any other error is a bug and is raised)."""
+    try:
+        admin.names(timeout=2.0)
+    except BackendUnavailable:
+        return False
+    return True
 
 
 def _lost_port_race(proc: ManagedProcess) -> bool:

@@ -101,7 +101,7 @@ def package_binary(package: str, *parts: str) -> Path | None:
 
 def _load_prctl() -> Callable[..., int] | None:
     # Resolved in the parent: calling dlopen between fork and exec can deadlock when other
-    # threads (kafka-python has several) held the loader lock at fork time.
+    # threads (librdkafka has several) held the loader lock at fork time.
     if not sys.platform.startswith("linux"):
         return None
     try:

@@ -29,7 +29,6 @@ from rules_helpers import (  # noqa: F401  (fixtures register by import)
     rules_client_fixture,
 )
 
-from crawler.config import ConfigError
 from crawler.rules.book import RuleChange
 from crawler.rules.learning import Observation
 from crawler.rules.policy import DEFAULT_POLICY, Evidence, RulePolicy, State
@@ -38,7 +37,7 @@ from crawler.rules.rewrite import ParamRule, PathRewrite
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore
 from dedup_worker.adapters.redis_client import connect
-from dedup_worker.errors import BackendUnavailable
+from dedup_worker.errors import BackendUnavailable, ConfigError
 
 all_backends = pytest.mark.parametrize("backend", BACKENDS)
 redis_only = pytest.mark.parametrize("backend", REDIS_BACKENDS)

@@ -1,8 +1,8 @@
 """Smoke tests of the local server layer against the real servers (no mocks).
 
 They pin the behaviour the rest of the project relies on: Lua on redis and on a hash-tagged
-cluster slot, keyed/idempotent/transactional Kafka with Tansu + kafka-python, large messages, and
-that no server process outlives its owner.
+cluster slot, keyed/idempotent/transactional Kafka with Tansu and the project's Kafka adapter
+(confluent-kafka), large messages, and that no server process outlives its owner.
 """
 
 from __future__ import annotations
@@ -15,25 +15,30 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import MessageSizeTooLargeError, ProducerFencedError
-from kafka.structs import OffsetAndMetadata
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from dedup_worker.adapters.kafka import (
+    DecisionProducer,
+    KafkaSettings,
+    PageConsumer,
+    Record,
+    TopicAdmin,
+    TopicReader,
+    committed_offsets,
+    next_offsets,
+    produce_all,
+)
+from dedup_worker.errors import BrokerError
 from neardup.errors import StackError
 from neardup.servers.process import wait_until
 from neardup.stack import EmbeddedStack, KafkaBroker, RedisCluster, RedisServer
 
 pytestmark = pytest.mark.integration
-
-# Tansu needs these for a ~3 s group join (defaults make it ~25 s).
-GROUP_TIMEOUTS: dict[str, Any] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
 INCR_AND_GET = "redis.call('INCRBY', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"
 
@@ -119,55 +124,54 @@ def test_cluster_lua_on_hash_tagged_keys(redis_cluster: RedisCluster) -> None:
 # --------------------------------------------------------------------------- kafka
 
 
-def _consume(consumer: KafkaConsumer, count: int, timeout: float = 20.0) -> list[Any]:
-    records: list[Any] = []
+def _read_all(
+    bootstrap: str, topic: str, isolation: str, expect: int | None = None
+) -> list[bytes | None]:
+    """Values a fresh ``isolation`` reader sees from the start of ``topic``: all of them
+    (until 1.5 s without news), or just the first ``expect`` ones when given."""
+    reader = TopicReader(KafkaSettings(bootstrap), topic, isolation=isolation)
+    reader.start("beginning")
+    values: list[bytes | None] = []
+    last = time.monotonic()
+    while time.monotonic() - last < 1.5 and len(values) != expect:
+        batch = reader.poll(0.2)
+        if batch:
+            values.extend(r.value for r in batch)
+            last = time.monotonic()
+    reader.close()
+    return values[:expect] if expect is not None else values
+
+
+def _consumer(kafka_broker: KafkaBroker, topic: str) -> PageConsumer:
+    return PageConsumer(
+        kafka_broker.settings, topic, f"{topic}-group", fetch_wait_ms=100,
+        max_message_bytes=1 << 20,
+    )  # fmt: skip
+
+
+def _poll(consumer: PageConsumer, count: int, timeout: float = 30.0) -> list[Record]:
+    records: list[Record] = []
     deadline = time.monotonic() + timeout
     while len(records) < count and time.monotonic() < deadline:
-        for batch in consumer.poll(timeout_ms=500).values():
-            records.extend(batch)
+        records.extend(consumer.poll_batch(1000, 500))
     return records
 
 
-def _read_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str, expect: int | None = None
-) -> list[bytes]:
-    """Values a fresh ``isolation`` consumer sees from the start of ``topic``: all of them
-    (until 1.5 s without news), or just the first ``expect`` ones when given."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level=isolation,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=1500,
-    )
-    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-    values: list[bytes] = []
-    for record in consumer:
-        values.append(record.value)
-        if len(values) == expect:
-            break
-    consumer.close()
-    return values
+def _producer(kafka_broker: KafkaBroker, transactional_id: str) -> DecisionProducer:
+    return DecisionProducer(
+        kafka_broker.settings, mode="on", transactional_id=transactional_id,
+        max_message_bytes=1 << 20,
+    )  # fmt: skip
 
 
 def test_kafka_keyed_idempotent_produce_and_group_consume(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=4)
-    producer = KafkaProducer(
-        bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=True, acks="all"
-    )
-    for i in range(100):
-        producer.send(topic, key=f"host{i % 10}".encode(), value=f"page{i}".encode())
-    producer.flush()
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=kafka_broker.bootstrap,
-        group_id=f"{topic}-group",
-        auto_offset_reset="earliest",
-        **GROUP_TIMEOUTS,
-    )
-    records = _consume(consumer, 100)
+    messages = [(f"host{i % 10}".encode(), f"page{i}".encode()) for i in range(100)]
+    produce_all(kafka_broker.settings, topic, messages)
+    consumer = _consumer(kafka_broker, topic)
+    records = _poll(consumer, 100)
     consumer.close()
     assert Counter(r.value for r in records) == Counter(f"page{i}".encode() for i in range(100))
     partitions_of_key = {(r.key, r.partition) for r in records}
@@ -179,61 +183,39 @@ def test_kafka_transactional_consume_process_produce(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     source, sink = kafka_topic(partitions=2, prefix="tx-in"), kafka_topic(2, prefix="tx-out")
-    plain = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
-    for i in range(10):
-        plain.send(source, key=f"k{i}".encode(), value=f"v{i}".encode())
-    plain.close()
-    consumer = KafkaConsumer(
-        source,
-        bootstrap_servers=kafka_broker.bootstrap,
-        group_id=f"{source}-group",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        **GROUP_TIMEOUTS,
+    produce_all(
+        kafka_broker.settings, source, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(10)]
     )
-    records = _consume(consumer, 10)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, transactional_id=sink)
-    producer.init_transactions()
-
-    producer.begin_transaction()
+    consumer = _consumer(kafka_broker, source)
+    records = _poll(consumer, 10)
+    producer = _producer(kafka_broker, sink)
+    producer.begin()
     for record in records:
-        producer.send(sink, key=record.key, value=record.value.upper())
-    offsets = _next_offsets(records)
-    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-    producer.commit_transaction()
-
-    assert {tp: consumer.committed(tp) for tp in offsets} == {
-        tp: meta.offset for tp, meta in offsets.items()
-    }
-    expected = sorted(f"V{i}".encode() for i in range(10))
-    assert sorted(_read_all(kafka_broker.bootstrap, sink, 2, "read_committed", 10)) == expected
+        producer.send(sink, record.key, (record.value or b"").upper())
+    offsets = next_offsets(records)
+    producer.commit(offsets, consumer.group_metadata())
     consumer.close()
     producer.close()
 
-
-def _next_offsets(records: list[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for record in records:
-        offsets[TopicPartition(record.topic, record.partition)] = OffsetAndMetadata(
-            record.offset + 1, "", -1
-        )
-    return offsets
+    committed = committed_offsets(kafka_broker.settings, f"{source}-group", source)
+    assert committed == {part: offset for (_, part), offset in offsets.items()}
+    expected = sorted(f"V{i}".encode() for i in range(10))
+    read = _read_all(kafka_broker.bootstrap, sink, "read_committed", 10)
+    assert sorted(v or b"" for v in read) == expected
 
 
 def test_kafka_read_committed_hides_an_open_transaction(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=1)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, transactional_id=topic)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send(topic, b"pending")
+    producer = _producer(kafka_broker, topic)
+    producer.begin()
+    producer.send(topic, None, b"pending")
     producer.flush()
-    assert _read_all(kafka_broker.bootstrap, topic, 1, "read_uncommitted", 1) == [b"pending"]
-    assert _read_all(kafka_broker.bootstrap, topic, 1, "read_committed") == []
-    producer.commit_transaction()
-    assert _read_all(kafka_broker.bootstrap, topic, 1, "read_committed", 1) == [b"pending"]
+    assert _read_all(kafka_broker.bootstrap, topic, "read_uncommitted", 1) == [b"pending"]
+    assert _read_all(kafka_broker.bootstrap, topic, "read_committed") == []
+    producer.commit({}, _consumer(kafka_broker, topic).group_metadata())
+    assert _read_all(kafka_broker.bootstrap, topic, "read_committed", 1) == [b"pending"]
     producer.close()
 
 
@@ -241,66 +223,59 @@ def test_kafka_aborted_transaction_commits_no_offsets_and_fences_zombies(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=1)
-    tp = TopicPartition(topic, 0)
-    group = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=f"{topic}-g")
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, transactional_id=topic)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send(topic, b"aborted")
-    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(1, "", -1)}, f"{topic}-g")
-    producer.abort_transaction()
-    assert group.committed(tp) is None  # an aborted batch is redelivered, never skipped
+    produce_all(kafka_broker.settings, topic, [(None, b"page")])
+    consumer = _consumer(kafka_broker, topic)
+    records = _poll(consumer, 1)
+    producer = _producer(kafka_broker, topic)
+    producer.begin()
+    producer.send(topic, None, b"aborted")
+    producer.abort()
+    # An aborted batch is redelivered, never skipped: nothing was committed.
+    assert committed_offsets(kafka_broker.settings, f"{topic}-group", topic) == {0: 0}
 
-    successor = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, transactional_id=topic)
-    successor.init_transactions()
-    with pytest.raises(ProducerFencedError):
-        producer.begin_transaction()
-        producer.send(topic, b"zombie").get(timeout=10)
-        producer.commit_transaction()
+    successor = _producer(kafka_broker, topic)  # a restarted worker with the same id
+    with pytest.raises(BrokerError, match="another producer with this transactional id"):
+        producer.begin()
+        producer.send(topic, None, b"zombie")
+        producer.commit(next_offsets(records), consumer.group_metadata())
     successor.close()
-    producer.close(timeout=1)
-    group.close()
+    producer.close()
+    consumer.close()
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="Tansu 0.6.0-510f3e2 sends an empty aborted_transactions list in Fetch responses, "
-    "so a read_committed kafka-python consumer cannot drop aborted batches",
+    "so a read_committed consumer cannot drop aborted batches",
 )
 def test_kafka_read_committed_hides_aborted_messages(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=1)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, transactional_id=topic)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send(topic, b"aborted")
-    producer.flush()  # without it kafka-python drops the batch on abort: nothing to filter
-    producer.abort_transaction()
-    producer.begin_transaction()
-    producer.send(topic, b"committed")
-    producer.commit_transaction()
+    producer = _producer(kafka_broker, topic)
+    metadata = _consumer(kafka_broker, topic).group_metadata()
+    producer.begin()
+    producer.send(topic, None, b"aborted")
+    producer.flush()  # the batch reaches the broker before the abort: something to filter
+    producer.abort()
+    producer.begin()
+    producer.send(topic, None, b"committed")
+    producer.commit({}, metadata)
     producer.close()
-    assert _read_all(kafka_broker.bootstrap, topic, 1, "read_committed") == [b"committed"]
+    assert _read_all(kafka_broker.bootstrap, topic, "read_committed") == [b"committed"]
 
 
-def test_kafka_55_mb_message_needs_only_max_request_size(
-    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], kafka_admin: Any
+def test_kafka_55_mb_message_needs_only_message_max_bytes(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], kafka_admin: TopicAdmin
 ) -> None:
     topic = kafka_topic(partitions=1)
     body = os.urandom(55 * 1024 * 1024)
-    default = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
-    with pytest.raises(MessageSizeTooLargeError):  # refused client-side (1 MB default)
-        default.send(topic, body)
-    default.close()
-    producer = KafkaProducer(
-        bootstrap_servers=kafka_broker.bootstrap, max_request_size=64 * 1024 * 1024
-    )
-    producer.send(topic, body).get(timeout=60)
-    producer.close()
-    # Consumer defaults suffice: the first batch is returned even above the fetch limits (KIP-74).
-    assert _read_all(kafka_broker.bootstrap, topic, 1, "read_uncommitted", 1) == [body]
-    kafka_admin.delete_topics([topic])  # Tansu keeps it in memory otherwise
+    with pytest.raises(BrokerError, match="MSG_SIZE_TOO_LARGE"):  # refused client-side (1 MB)
+        produce_all(kafka_broker.settings, topic, [(None, body)])
+    produce_all(kafka_broker.settings, topic, [(None, body)], max_message_bytes=64 << 20)
+    # The reader's defaults suffice: the first batch is returned above the fetch limits (KIP-74).
+    assert _read_all(kafka_broker.bootstrap, topic, "read_uncommitted", 1) == [body]
+    kafka_admin.delete([topic])  # Tansu keeps it in memory otherwise
 
 
 # --------------------------------------------------------------------------- no leftovers

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-from kafka import KafkaProducer
 
+from dedup_worker.adapters.kafka import KafkaSettings, produce_all
 from dedup_worker.contract.messages import Decision, Verdict
 from neardup.cli import main
 
@@ -41,9 +41,8 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 2, "broker and redis-server run as children"
         assert redis.Redis.from_url(env["NEARDUP_REDIS_URL"]).ping()
-        producer = KafkaProducer(bootstrap_servers=env["NEARDUP_KAFKA_BOOTSTRAP"])
-        producer.send("smoke", b"x").get(timeout=10)
-        producer.close()
+        settings = KafkaSettings(env["NEARDUP_KAFKA_BOOTSTRAP"])
+        assert produce_all(settings, "smoke", [(None, b"x")]) == 1
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
@@ -56,15 +55,12 @@ def test_decisions_tail(
 ) -> None:
     topic = kafka_topic(partitions=1)  # type: ignore[operator]
     bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
     decision = Decision(
         url="http://b.test/", host="b.test", verdict=Verdict.NEAR_DUPLICATE, simhash="0" * 16,
         priority=0.0, follow_outlinks=False, fetched_at=1.0, decided_at=2.0,
         duplicate_of="http://a.test/", distance=2,
     )  # fmt: skip
-    producer.send(topic, decision.to_json()).get(timeout=10)
-    producer.send(topic, b"{not json").get(timeout=10)
-    producer.close()
+    produce_all(KafkaSettings(bootstrap), topic, [(None, decision.to_json()), (None, b"{not json")])
     argv = ["decisions", "--bootstrap", bootstrap, "--topic", topic, "--from-beginning"]
     assert main([*argv, "--max", "2", "--idle-timeout", "10"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -3,7 +3,6 @@ stack against a local site, writes decisions, and leaves nothing running; Ctrl-C
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -18,6 +17,9 @@ from sites.manifest import manifest
 from sites.planted import build_site
 from sites.server import SiteServer
 
+from dedup_worker.contract.messages import Decision, decode_decision
+from dedup_worker.contract.reading import fold_decisions
+
 pytestmark = pytest.mark.integration
 
 
@@ -30,16 +32,12 @@ def site() -> Iterator[SiteServer]:
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 
 
-def _final(path: Path) -> dict[str, dict[str, object]]:
-    """Each page's final decision: a correction is final even if it arrived first."""
-    final: dict[str, dict[str, object]] = {}
-    for line in path.read_text().splitlines():
-        decision = json.loads(line)
-        held = final.get(decision["url"])
-        if held is not None and held["corrects"] and not decision["corrects"]:
-            continue
-        final[decision["url"]] = decision
-    return final
+def _final(path: Path) -> dict[str, Decision]:
+    """Each page's standing decision (the contract's rule), by URL (each fetched once)."""
+    final = fold_decisions(decode_decision(line) for line in path.read_bytes().splitlines())
+    by_url = {key.url: decision for key, decision in final.items()}
+    assert len(by_url) == len(final), "a URL was decided as two pages"
+    return by_url
 
 
 def _clean_env() -> dict[str, str]:
@@ -85,16 +83,16 @@ def test_crawl_on_the_embedded_default(site: SiteServer, tmp_path: Path) -> None
     _, alive = psutil.wait_procs(list(seen), timeout=5)
     assert not alive, [p.pid for p in alive]
     final = _final(tmp_path / "d.jsonl")
-    verdicts = {url: d["verdict"] for url, d in final.items()}
+    verdicts = {url: d.verdict.value for url, d in final.items()}
     assert "near_duplicate" in verdicts.values() and "unique" in verdicts.values()
     pairs = [(d["url"], d["original"]) for d in truth["duplicates"]]
     decided = [(a, b) for a, b in pairs if a in final and b in final]
     assert decided, "the crawl reached planted duplicate pairs"
     for a, b in decided:
         # Whichever of the two was fetched first is kept; the other points to it.
-        suppressed = [final[u] for u in (a, b) if final[u]["verdict"] in SUPPRESSED]
+        suppressed = [final[u] for u in (a, b) if verdicts[u] in SUPPRESSED]
         assert len(suppressed) == 1, (a, b, verdicts[a], verdicts[b])
-        assert suppressed[0]["duplicate_of"] in (a, b)
+        assert suppressed[0].duplicate_of in (a, b)
     assert "neardup crawl finished" in output and "outlinks suppressed" in output
 
 

@@ -10,11 +10,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-
+from dedup_worker.adapters.kafka import KafkaSettings, Record, TopicReader
 from dedup_worker.contract.messages import Decision, decode_decision
+from dedup_worker.contract.reading import fold_decisions
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -85,39 +84,30 @@ def wait_all(env: Env, processes: Iterable[subprocess.Popen[bytes]], timeout: fl
         assert code == 0, f"{name} exited {code}:\n{env.log(name)}"
 
 
-def read_topic(bootstrap: str, topic: str, quiet: float = 1.0) -> list[Any]:
+def read_topic(bootstrap: str, topic: str, quiet: float = 1.0) -> list[Record]:
     """Every record of ``topic`` (read_committed), read until ``quiet`` seconds bring nothing."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        fetch_max_wait_ms=100,
-    )
+    reader = TopicReader(KafkaSettings(bootstrap), topic)
     try:
-        parts = consumer.partitions_for_topic(topic) or set()
-        partitions = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        records: list[Any] = []
+        reader.start("beginning")
+        records: list[Record] = []
         last = time.monotonic()
         while time.monotonic() - last < quiet:
-            for batch in consumer.poll(200).values():
+            batch = reader.poll(0.2)
+            if batch:
                 records.extend(batch)
                 last = time.monotonic()
         return records
     finally:
-        consumer.close()
+        reader.close()
 
 
-def final_decisions(records: Iterable[Any]) -> dict[str, Decision]:
-    """Per URL, the decision that stands: a correction wins over any other decision."""
-    final: dict[str, Decision] = {}
-    for record in records:
-        decision = decode_decision(record.value)
-        current = final.get(decision.url)
-        if current is None or decision.corrects or not current.corrects:
-            final[decision.url] = decision
-    return final
+def final_decisions(records: Iterable[Record]) -> dict[str, Decision]:
+    """Each page's standing decision (the contract's rule), by URL: these crawls fetch every
+    URL once, which this checks (two pages of one URL would need the fetch time too)."""
+    final = fold_decisions(decode_decision(record.value or b"") for record in records)
+    by_url = {key.url: decision for key, decision in final.items()}
+    assert len(by_url) == len(final), "a URL was decided as two pages (fetched twice)"
+    return by_url
 
 
 def stats_line(log: str, key: str) -> int:

@@ -16,11 +16,11 @@ import time
 import pytest
 import redis
 from crawl_helpers import Env, stats_line, wait_all
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sites.manifest import manifest
 from sites.server import SiteServer
 
 from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
+from dedup_worker.adapters.kafka import KafkaSettings, Sender, TopicReader
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
 from neardup.stack import RedisServer
 
@@ -48,25 +48,22 @@ class ScriptedWorker(threading.Thread):
     def __init__(self, env: Env, home: str) -> None:
         super().__init__(daemon=True)
         self.env, self.home, self.stop = env, home, threading.Event()
-        self.producer = KafkaProducer(bootstrap_servers=env.bootstrap)
+        self.producer = Sender(KafkaSettings(env.bootstrap))
 
     def run(self) -> None:
-        consumer = KafkaConsumer(bootstrap_servers=self.env.bootstrap, fetch_max_wait_ms=100)
-        topic = self.env.vars["NEARDUP_PAGES_TOPIC"]
-        while not consumer.partitions_for_topic(topic):
-            time.sleep(0.1)
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
+        # The crawler creates the pages topic when it opens: wait for it (up to 60 s).
+        reader = TopicReader(
+            KafkaSettings(self.env.bootstrap), self.env.vars["NEARDUP_PAGES_TOPIC"]
+        )
+        reader.start("beginning", wait_s=60)
         while not self.stop.is_set():
-            for batch in consumer.poll(100).values():
-                for record in batch:
-                    self.answer(decode_page(record.value))
-        consumer.close()
+            for record in reader.poll(0.1):
+                self.answer(decode_page(record.value or b""))
+        reader.close()
 
     def send(self, page: Page, value: bytes) -> None:
         topic = self.env.vars["NEARDUP_DECISIONS_TOPIC"]
-        self.producer.send(topic, key=page.host.encode(), value=value)
+        self.producer.send(topic, page.host.encode(), value)
         self.producer.flush()
 
     def answer(self, page: Page) -> None:

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import redis
 from crawl_helpers import read_topic
-from kafka import KafkaProducer
 
-from crawler.kafka_io import PagePublisher
+from crawler.pipelines import reserve
 from crawler.seen import CrawlSeen, MemorySeenStore, RedisSeenStore, seen_key
+from dedup_worker.adapters.kafka import PagePublisher
+from dedup_worker.errors import BrokerError, NeardupError
 from neardup.stack import KafkaBroker, RedisServer
 
 pytestmark = pytest.mark.integration
@@ -139,11 +140,13 @@ def test_publisher_bounds_unacknowledged_bytes(
 ) -> None:
     topic = kafka_topic(partitions=2)
     pump = Pump()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=50)
-    publisher = PagePublisher(producer, topic, max_inflight_bytes=10_000, call_from_thread=pump)
-    results: list[Exception | None] = []
+    publisher = PagePublisher.connect(
+        kafka_broker.settings, topic, max_inflight_bytes=10_000, max_message_bytes=1_000_000,
+        call_from_thread=pump, linger_ms=50,
+    )  # fmt: skip
+    results: list[NeardupError | None] = []
     payload = b"x" * 4_000
-    granted = [publisher.reserve(len(payload)) for _ in range(5)]
+    granted = [reserve(publisher, len(payload)) for _ in range(5)]
     fired = [d.called for d in granted]
     assert fired == [True, True, False, False, False]  # 8 KB in flight, the 3rd would be 12 KB
     assert publisher.inflight_bytes == 8_000
@@ -167,11 +170,15 @@ def test_publisher_reports_delivery_errors(
 ) -> None:
     topic = kafka_topic()
     pump = Pump()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, max_request_size=2_000)
-    publisher = PagePublisher(producer, topic, 100_000, pump)
-    results: list[Exception | None] = []
-    publisher.reserve(5_000)
-    publisher.send(b"k", b"y" * 5_000, results.append)  # larger than max_request_size
+    publisher = PagePublisher.connect(
+        kafka_broker.settings, topic, max_inflight_bytes=100_000, max_message_bytes=2_000,
+        call_from_thread=pump,
+    )  # fmt: skip
+    results: list[NeardupError | None] = []
+    assert publisher.reserve(5_000, lambda: None)
+    publisher.send(b"k", b"y" * 5_000, results.append)  # larger than max_message_bytes
     pump.run_until(lambda: len(results) == 1)
-    assert isinstance(results[0], Exception) and publisher.inflight_bytes == 0
+    # A project error (not a client library's), and the reservation is returned.
+    assert isinstance(results[0], BrokerError) and publisher.inflight_bytes == 0
+    assert "MSG_SIZE_TOO_LARGE" in str(results[0])
     publisher.close()

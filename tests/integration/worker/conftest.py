@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from worker_helpers import Setup, WorkerProcess
 
-from dedup_worker.worker.kafka_io import ensure_topics
+from dedup_worker.adapters.kafka import ensure_topics
 from neardup.stack import KafkaBroker
 
 
@@ -36,7 +36,9 @@ def setup(kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]) -> Callabl
         }
         env.update({f"NEARDUP_{k.upper()}": v for k, v in overrides.items()})
         setup = Setup(env, kafka_broker.bootstrap)
-        ensure_topics(setup.config)
+        config = setup.config
+        topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
+        ensure_topics(config.kafka(), topics, config.partitions)
         return setup
 
     return make

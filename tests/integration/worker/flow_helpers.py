@@ -11,9 +11,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kafka import KafkaProducer
 from worker_helpers import WorkerProcess, produce_pages
 
+from dedup_worker.adapters.kafka import KafkaSettings, Sender
 from dedup_worker.contract.messages import Page
 
 
@@ -46,7 +46,7 @@ class Flow:
     ) -> None:
         self.produced: list[Page] = []
         self._stop = threading.Event()
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        self._producer = Sender(KafkaSettings(bootstrap), linger_ms=5)
         self._thread = threading.Thread(
             target=self._run, args=(topic, pages, chunk, pause), daemon=True
         )
@@ -57,11 +57,10 @@ class Flow:
             if self._stop.is_set():
                 break
             for p in pages[lo : lo + chunk]:
-                self._producer.send(topic, key=p.host.encode(), value=p.to_json())
+                self._producer.send(topic, p.host.encode(), p.to_json())
             self._producer.flush()
             self.produced.extend(pages[lo : lo + chunk])
             self._stop.wait(pause)
-        self._producer.close()
 
     @property
     def flowing(self) -> bool:

@@ -9,12 +9,10 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from worker_helpers import (
     Setup,
-    final_decisions,
     near_variant,
     page,
     produce,
@@ -23,7 +21,9 @@ from worker_helpers import (
     worker_thread,
 )
 
+from dedup_worker.adapters.kafka import TopicAdmin
 from dedup_worker.contract.messages import Verdict
+from dedup_worker.contract.reading import fold_decisions
 from neardup.stack import KafkaBroker, RedisCluster, RedisServer
 
 pytestmark = pytest.mark.integration
@@ -72,7 +72,7 @@ def test_every_verdict_and_a_correction(
         reader.wait_for_pages(wave2)
         reader.read_until(lambda _: any(d.corrects for d in reader.decisions))
     reader.close()
-    final = final_decisions(reader.decisions)
+    final = fold_decisions(reader.decisions)
     verdicts = {(url.split("//")[1], at): d.verdict for (url, at), d in final.items()}
     assert verdicts == {
         ("a.example/1", 1000.0): Verdict.UNIQUE,
@@ -111,7 +111,7 @@ def _bad_messages() -> dict[str, bytes]:
 
 
 def test_bad_input_goes_to_the_dlq_and_the_worker_carries_on(
-    setup: Callable[..., Setup], kafka_admin: Any
+    setup: Callable[..., Setup], kafka_admin: TopicAdmin
 ) -> None:
     """Each bad message lands in the DLQ with its reason, key and bytes; good pages still pass."""
     s = setup(partitions=1)
@@ -148,7 +148,7 @@ def test_bad_input_goes_to_the_dlq_and_the_worker_carries_on(
     }
     assert all(body["topic"] == s.pages and body["detail"] for body in letters.values())
     assert worker.metrics.value("neardup_worker_pages_total") == len(messages)
-    kafka_admin.delete_topics([s.pages, s.dlq])  # ~120 MB that Tansu keeps in memory otherwise
+    kafka_admin.delete([s.pages, s.dlq])  # ~120 MB that Tansu keeps in memory otherwise
 
 
 @pytest.mark.parametrize("backend", ["redis", "cluster"])

@@ -15,7 +15,6 @@ from urllib.request import urlopen
 import numpy as np
 import pytest
 from flow_helpers import trickle, wait_for_log
-from kafka import KafkaConsumer, TopicPartition
 from worker_helpers import (
     Setup,
     TopicReader,
@@ -24,6 +23,8 @@ from worker_helpers import (
     family_stream,
 )
 
+from dedup_worker.adapters import kafka
+from dedup_worker.adapters.kafka import KafkaSettings
 from dedup_worker.contract.messages import decode_page
 from dedup_worker.worker.main import build_backends, engine_settings
 from neardup.stack import RedisCluster, RedisServer, free_port
@@ -32,12 +33,9 @@ pytestmark = pytest.mark.integration
 
 
 def committed_offsets(s: Setup, partitions: int) -> dict[int, int]:
-    consumer = KafkaConsumer(bootstrap_servers=s.bootstrap, group_id=s.env["NEARDUP_GROUP_ID"])
-    try:
-        tps = [TopicPartition(s.pages, p) for p in range(partitions)]
-        return {tp.partition: consumer.committed(tp) or 0 for tp in tps}
-    finally:
-        consumer.close()
+    found = kafka.committed_offsets(KafkaSettings(s.bootstrap), s.env["NEARDUP_GROUP_ID"], s.pages)
+    assert len(found) == partitions
+    return found
 
 
 @pytest.mark.parametrize("batch", [1000, 10])

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
+from dedup_worker.adapters import kafka
+from dedup_worker.adapters.kafka import KafkaSettings, Record, produce_all
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_decision
+from dedup_worker.contract.reading import fold_decisions
 from dedup_worker.core.engine import EngineSettings
 from dedup_worker.core.planner import plan
 from dedup_worker.core.records import page_id
@@ -91,14 +91,7 @@ def near_variant(base: str, k: int, seed: int) -> str:
 
 
 def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=BIG, linger_ms=5)
-    count = 0
-    for key, value in messages:
-        producer.send(topic, key=key, value=value)
-        count += 1
-    producer.flush()
-    producer.close()
-    return count
+    return produce_all(KafkaSettings(bootstrap), topic, messages, max_message_bytes=BIG)
 
 
 def produce_pages(bootstrap: str, topic: str, pages: Iterable[Page]) -> int:
@@ -110,43 +103,38 @@ class TopicReader:
     read."""
 
     def __init__(self, bootstrap: str, topic: str, isolation: str = "read_committed") -> None:
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            isolation_level=isolation,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            fetch_max_bytes=BIG,
+        self.reader = kafka.TopicReader(
+            KafkaSettings(bootstrap), topic, isolation=isolation, max_message_bytes=BIG
         )
-        partitions = self.consumer.partitions_for_topic(topic) or {0}
-        self.consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-        self.records: list[Any] = []
+        self.reader.start("beginning")
+        self.records: list[Record] = []
 
-    def read_until(self, done: Callable[[list[Any]], bool], timeout: float = 30) -> list[Any]:
+    def read_until(self, done: Callable[[list[Record]], bool], timeout: float = 30) -> list[Record]:
         deadline = time.monotonic() + timeout
         while not done(self.records):
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out with {len(self.records)} records read")
-            for batch in self.consumer.poll(200).values():
-                self.records.extend(batch)
+            self.records.extend(self.reader.poll(0.2))
         return self.records
 
-    def settle(self, quiet: float = 1.5) -> list[Any]:
+    def settle(self, quiet: float = 1.5) -> list[Record]:
         """Read until nothing new arrives for ``quiet`` seconds."""
         last = time.monotonic()
         while time.monotonic() - last < quiet:
-            for batch in self.consumer.poll(200).values():
+            batch = self.reader.poll(0.2)
+            if batch:
                 self.records.extend(batch)
                 last = time.monotonic()
         return self.records
 
     def close(self) -> None:
-        self.consumer.close()
+        self.reader.close()
 
 
 class DecisionReader(TopicReader):
     @property
     def decisions(self) -> list[Decision]:
-        return [decode_decision(r.value) for r in self.records]
+        return [decode_decision(r.value or b"") for r in self.records]
 
     def pages_decided(self) -> set[tuple[str, float]]:
         return {(d.url, d.fetched_at) for d in self.decisions if not d.corrects}
@@ -154,26 +142,11 @@ class DecisionReader(TopicReader):
     def wait_for_pages(self, pages: Iterable[Page], timeout: float = 60) -> list[Decision]:
         wanted = {(p.url, p.fetched_at) for p in pages}
 
-        def done(_: list[Any]) -> bool:
+        def done(_: list[Record]) -> bool:
             return wanted <= self.pages_decided()
 
         self.read_until(done, timeout)
         return self.decisions
-
-
-def final_decisions(decisions: Iterable[Decision]) -> dict[tuple[str, float], Decision]:
-    """Per page (url, fetched_at): the last correcting decision if any, else the last one.
-
-    A correction may reach the topic before the corrected page's own decision (two workers),
-    so readers let ``corrects`` decisions win whatever their order.
-    """
-    final: dict[tuple[str, float], Decision] = {}
-    for decision in decisions:
-        key = (decision.url, decision.fetched_at)
-        current = final.get(key)
-        if current is None or decision.corrects or not current.corrects:
-            final[key] = decision
-    return final
 
 
 # ---- workers -------------------------------------------------------------------------------------
@@ -347,7 +320,7 @@ def check_against_oracle(decisions: list[Decision], pages: list[Page]) -> int:
     number of suppressed pages (so callers can check the stream planted some)."""
     expected = oracle(pages)
     near = candidate_rule()
-    final = final_decisions(decisions)
+    final = fold_decisions(decisions)
     assert set(final) == set(expected), "a page has no decision"
     by_url = {url: e for (url, _), e in expected.items()}
     wrong = []

@@ -119,7 +119,8 @@ def test_meta_mismatch_names_the_field_and_layout_is_adopted() -> None:
         (rex.BusyLoadingError("loading"), BackendUnavailable),
         (rex.ResponseError("BUSY Redis is busy running a script"), BackendUnavailable),
         (rex.ClusterDownError("CLUSTERDOWN"), BackendUnavailable),
-        (rex.AuthenticationError("bad password"), BackendError),
+        (rex.AuthenticationError("bad password"), ConfigError),  # names the settings
+        (rex.NoPermissionError("NOPERM this user has no permissions"), BackendError),
         (rex.ResponseError("WRONGTYPE Operation against a key"), BackendError),
         (rex.OutOfMemoryError("OOM command not allowed"), BackendError),
         (rex.RedisClusterException("shard_hint is deprecated"), BackendError),

@@ -10,8 +10,8 @@ from scrapy.http import HtmlResponse, Request, Response, TextResponse
 from scrapy.utils.test import get_crawler
 
 from crawler.spider import PAGE_META, NeardupSpider
+from dedup_worker.contract.checksum import content_checksum
 from dedup_worker.contract.messages import Page
-from dedup_worker.core.text import content_checksum
 
 HTML = (
     b"<html><head><title>T</title></head><body><p>Hello <b>world</b></p>"

@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 
 from crawler.config import ENV_SETTINGS
+from dedup_worker.adapters.kafka import SECURITY_SETTINGS as KAFKA_SECURITY
+from dedup_worker.adapters.redis_client import SECURITY_SETTINGS as REDIS_SECURITY
 from dedup_worker.worker.config import OPTIONS
 from neardup.cli import build_parser
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+README_PATH = Path(__file__).resolve().parents[3] / "README.md"
+README = README_PATH.read_text()
 CRAWLER_SOURCES = Path(__file__).resolve().parents[3] / "crawler"
 
 
@@ -23,6 +26,14 @@ def test_every_crawler_setting_is_documented() -> None:
     for source in CRAWLER_SOURCES.glob("*.py"):
         read |= set(re.findall(r'"(NEARDUP_[A-Z_]+)"', source.read_text()))
     assert sorted(name for name in read if name not in README) == []
+
+
+def test_every_security_setting_is_documented_and_in_the_compose_example() -> None:
+    compose = (README_PATH.parent / "docker" / "compose.yaml").read_text()
+    names = [*KAFKA_SECURITY, *REDIS_SECURITY]
+    assert [name for name in names if name not in README] == []
+    shown = {"NEARDUP_KAFKA_SASL_PASSWORD", "NEARDUP_REDIS_PASSWORD", "NEARDUP_KAFKA_TLS_CA_FILE"}
+    assert [name for name in shown if f"# {name}:" not in compose] == []
 
 
 def test_every_subcommand_is_documented() -> None:

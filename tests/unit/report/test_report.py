@@ -12,7 +12,8 @@ from dedup_worker.core.engine import DedupEngine
 from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.records import MemoryDocStore
 from neardup.cli import main
-from neardup.report import summarise, suppressed_links
+from neardup.crawl_run import Tally, summary_lines
+from neardup.report import render_html, summarise, suppressed_links
 
 
 def _decisions(tmp_path: Path) -> Path:
@@ -41,6 +42,26 @@ def test_summary_applies_corrections(tmp_path: Path) -> None:
     assert summary.verdicts["unique"] == 5 and len(summary.suppressed) == 10
     assert suppressed_links(summary) == 10 * 3
     assert summary.corrections == 10
+
+
+def test_crawl_summary_and_report_agree_with_redeliveries(tmp_path: Path) -> None:
+    """Every decision arrives twice (a crash, a rebalance, an aborted transaction shown
+    anyway): ``neardup crawl``'s summary and ``neardup report`` still count each page, each
+    correction and each suppressed outlink once, and agree with each other."""
+    lines = [line for line in _decisions(tmp_path).read_bytes().splitlines() if line]
+    redelivered = [line for line in lines for _ in range(2)]
+    tally = Tally()
+    for line in redelivered:
+        tally.add(line)
+    printed = "\n".join(summary_lines(tally.summary))
+    report = summarise(redelivered)
+    assert re.search(r"^unique\s+5$", printed, re.M)
+    assert re.search(r"^total\s+15$", printed, re.M)
+    assert "outlinks suppressed: 30; corrections: 10" in printed
+    assert suppressed_links(report) == 30 and report.corrections == 10
+    assert report.verdicts == tally.summary.verdicts
+    html = render_html(report, page_bytes=1000)
+    assert "<b>10</b>corrections" in html and "<b>0.0 MB</b>" in html  # 30 KB saved
 
 
 def test_report_command_writes_html_with_plots(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.config import ConfigError
 from crawler.rules.policy import (
     DEFAULT_POLICY,
     Evidence,
@@ -22,6 +21,7 @@ from crawler.rules.policy import (
     stable_fraction,
     wilson_lower_bound,
 )
+from dedup_worker.errors import ConfigError
 
 P = DEFAULT_POLICY
 

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from dedup_worker.core.slots import LeaseStatus, MemorySlotStore
-from dedup_worker.errors import BackendUnavailable, ConfigError
+from dedup_worker.errors import BackendUnavailable, ConfigError, ProducerFenced
 from dedup_worker.worker.config import WorkerConfig, load_config
 from dedup_worker.worker.identified_producer import IdentifiedProducer
 from dedup_worker.worker.identity import HostLock, SlotLease
-from dedup_worker.worker.kafka_errors import ProducerFenced
 
 TTL_MS, RENEW_MS = 10_000, 2_000
 

@@ -1,6 +1,7 @@
 """Kafka errors (confluent-kafka / librdkafka) translated into ``NeardupError`` subclasses.
 
-The worker reacts to three kinds of failure, and only these cross the adapter boundary:
+Every client of the project goes through this module, so its callers react to three kinds of
+failure, and only these cross the adapter boundary:
 
 - ``BackendUnavailable``: the broker cannot be reached or answered "not now" (retriable);
   the worker aborts, rewinds the batch and retries it after a backoff (a transaction's commit
@@ -17,20 +18,23 @@ from contextlib import contextmanager
 
 from confluent_kafka import KafkaError, KafkaException
 
-from dedup_worker.errors import BackendUnavailable, NeardupError
+from dedup_worker.errors import (
+    BackendUnavailable,
+    BrokerError,
+    NeardupError,
+    OwnershipLost,
+    ProducerFenced,
+)
 
-
-class BrokerError(NeardupError):
-    """Kafka refused in a way retrying will not fix; the message says what happened."""
-
-
-class ProducerFenced(BrokerError):
-    """Another producer initialised our transactional id; this one can never commit again."""
-
-
-class OwnershipLost(NeardupError):
-    """A rebalance moved the batch's partitions; their new owner processes the batch again."""
-
+__all__ = [
+    "BackendUnavailable",
+    "BrokerError",
+    "OwnershipLost",
+    "ProducerFenced",
+    "kafka_errors",
+    "translate",
+    "translate_error",
+]
 
 _OWNERSHIP = frozenset(
     {
@@ -81,6 +85,7 @@ def translate_error(error: KafkaError, what: str) -> NeardupError:
 
 
 def translate(exc: KafkaException, what: str) -> NeardupError:
+    """The NeardupError for a confluent-kafka exception met while doing ``what``."""
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if error is None:
         return BrokerError(f"{what}: {exc}")

@@ -1,28 +1,27 @@
-"""The decisions producer: transactional when the broker allows it, else idempotent."""
+"""The worker's decisions producer: transactional when the broker allows it, else idempotent."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from dedup_worker.adapters.kafka.consumer import GroupMetadata
+from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.records import Offsets, topic_partitions
+from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
 from dedup_worker.errors import BackendUnavailable, NeardupError
-from dedup_worker.worker.config import WorkerConfig
-from dedup_worker.worker.kafka_errors import kafka_errors, translate_error
-from dedup_worker.worker.kafka_io import (
-    REQUEST_TIMEOUT_S,
-    Offsets,
-    client_settings,
-    topic_partitions,
-)
 
 logger = logging.getLogger(__name__)
 
 #: The shortest wait a transactional call is given, even when the commit's retry time is over.
 MIN_CALL_TIMEOUT_S = 1.0
+
+#: ``on``: transactions required; ``off``: never; ``auto``: when the broker supports them.
+TransactionMode = Literal["auto", "on", "off"]
 
 
 class DecisionProducer:
@@ -30,14 +29,27 @@ class DecisionProducer:
 
     ``transactional`` is decided at start-up: ``on`` requires transactions, ``off`` never uses
     them, ``auto`` tries ``init_transactions`` and falls back to an idempotent producer.
+    ``transactional_id`` is the caller's (stable per worker: a restarted worker with the same
+    id fences its dead predecessor and aborts the transaction it left open).
     Delivery failures are collected by the delivery callback and raised by ``flush``; in a
     transaction librdkafka also fails ``commit_transaction``.
     """
 
-    def __init__(self, config: WorkerConfig, transactional_id: str | None = None) -> None:
-        self._config = config
-        self.transactional_id = transactional_id or config.transactional_id
-        self.transactional = config.transactional != "off"
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        mode: TransactionMode,
+        transactional_id: str,
+        max_message_bytes: int,
+        commit_retry_ms: int = 120_000,
+    ) -> None:
+        self._settings = settings
+        self._mode = mode
+        self.transactional_id = transactional_id
+        self._max_message_bytes = max_message_bytes
+        self._commit_retry_ms = commit_retry_ms
+        self.transactional = mode != "off"
         self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
         self._in_transaction = False
@@ -49,7 +61,7 @@ class DecisionProducer:
         try:
             return self._transactional_producer()
         except NeardupError as exc:
-            if self._config.transactional == "on":
+            if self._mode == "on":
                 raise
             logger.warning("Kafka transactions unavailable (%s); using idempotent producer", exc)
             self.transactional = False
@@ -63,26 +75,22 @@ class DecisionProducer:
         return producer
 
     def _new_producer(self, transactional_id: str | None) -> Producer:
-        settings: dict[str, Any] = {
-            **client_settings(self._config),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-            "batch.size": 1 << 20,
-            "message.max.bytes": min(1_000_000_000, self._config.max_message_bytes),
-            # Kafka's default partitioning (murmur2 of the key, as the Java client and
-            # kafka-python), so a host's decisions land where other clients expect them.
-            "partitioner": "murmur2_random",
-            "on_delivery": self._delivered,
-        }
+        config = self._settings.producer_config(
+            {
+                "linger.ms": 2,
+                "batch.size": 1 << 20,
+                "message.max.bytes": min(1_000_000_000, self._max_message_bytes),
+                "on_delivery": self._delivered,
+            }
+        )
         if transactional_id is not None:
-            settings["transactional.id"] = transactional_id
+            config["transactional.id"] = transactional_id
             # librdkafka's send_offsets_to_transaction ignores its timeout (librdkafka #5456)
             # and waits for the broker up to the socket timeout: bring that near the commit's
             # retry limit, so the limit holds for that call too (never below 10 s, which the
             # broker's slowest answers need, nor above librdkafka's default 60 s).
-            settings["socket.timeout.ms"] = min(60_000, max(10_000, self._config.commit_retry_ms))
-        return Producer(settings)
+            config["socket.timeout.ms"] = min(60_000, max(10_000, self._commit_retry_ms))
+        return Producer(config)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None and self._delivery_error is None:
@@ -114,7 +122,7 @@ class DecisionProducer:
             except KafkaException as exc:
                 raise translate_error(exc.args[0], f"producing to {topic}") from exc
 
-    def commit(self, offsets: Offsets, group_metadata: Any) -> None:
+    def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None:
         """Transactional: commit the batch's records together with its offsets.
 
         A retriable failure (the broker timed out or went away) retries the same call: an
@@ -122,11 +130,11 @@ class DecisionProducer:
         then be published twice. Only a failure that requires an abort, or
         ``NEARDUP_COMMIT_RETRY_MS`` of retrying, gives up (the caller aborts and rewinds); each
         call waits at most until that deadline, so the limit holds however long a call would."""
-        deadline = time.monotonic() + self._config.commit_retry_ms / 1000
+        deadline = time.monotonic() + self._commit_retry_ms / 1000
         self._retrying(
             "sending offsets to the transaction",
             lambda timeout: self._producer.send_offsets_to_transaction(
-                topic_partitions(offsets), group_metadata, timeout
+                topic_partitions(offsets), group_metadata.handle, timeout
             ),
             deadline,
         )
@@ -151,7 +159,7 @@ class DecisionProducer:
                     continue
                 if again or error.txn_requires_abort():
                     why = (
-                        f"gave up after NEARDUP_COMMIT_RETRY_MS={self._config.commit_retry_ms}"
+                        f"gave up after NEARDUP_COMMIT_RETRY_MS={self._commit_retry_ms}"
                         if again
                         else "the transaction must be aborted"
                     )
@@ -207,11 +215,11 @@ class DecisionProducer:
             logger.warning("producer closed with %d records not acknowledged", left)
 
 
-def fence(config: WorkerConfig, transactional_id: str) -> None:
+def fence(settings: KafkaSettings, transactional_id: str) -> None:
     """Initialise a producer with ``transactional_id`` and drop it: the broker fences every
     earlier producer with that id and aborts the transaction it left open. Raises when the
     broker could not be told (the id is then not fenced)."""
-    producer = Producer({**client_settings(config), "transactional.id": transactional_id})
+    producer = Producer(settings.producer_config({"transactional.id": transactional_id}))
     with kafka_errors(f"fencing transactional id {transactional_id}"):
         producer.init_transactions(REQUEST_TIMEOUT_S)
     producer.flush(1)

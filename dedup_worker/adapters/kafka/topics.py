@@ -1,0 +1,96 @@
+"""Topics: list, create (idempotently, several processes may race), delete, partitions of one."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from dedup_worker.adapters.kafka.errors import kafka_errors, translate
+from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
+from dedup_worker.errors import BackendUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+class TopicAdmin:
+    """An admin client; every failure comes out as a ``NeardupError``.
+
+    ``quiet``: connection trouble is not logged (a readiness probe expects it)."""
+
+    def __init__(self, settings: KafkaSettings, *, quiet: bool = False) -> None:
+        with kafka_errors("configuring the Kafka admin client"):
+            self._admin = AdminClient(settings.client_config(quiet=quiet))
+
+    def names(self, timeout: float = REQUEST_TIMEOUT_S) -> set[str]:
+        """The topics the broker has."""
+        with kafka_errors("listing topics"):
+            return set(self._admin.list_topics(timeout=timeout).topics)
+
+    def partitions(self, topic: str, timeout: float = REQUEST_TIMEOUT_S) -> list[int]:
+        """The partition ids of ``topic``, sorted; empty when it does not exist (yet)."""
+        with kafka_errors(f"reading the metadata of {topic}"):
+            found = self._admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if found is None or found.error is not None:
+            return []
+        return sorted(found.partitions)
+
+    def create(self, topics: Sequence[str], partitions: int, replication: int = 1) -> list[str]:
+        """Create the topics of ``topics`` that do not exist; returns the ones this call
+        created (another process may create one between our listing and our request)."""
+        missing = [t for t in topics if t not in self.names()]
+        if not missing:
+            return []
+        new = [NewTopic(t, partitions, replication) for t in missing]
+        with kafka_errors("creating topics"):
+            futures = self._admin.create_topics(new, request_timeout=REQUEST_TIMEOUT_S)
+        created = [topic for topic, future in futures.items() if _created(topic, future)]
+        if created:
+            logger.info("created topics %s (%d partitions)", created, partitions)
+        return created
+
+    def delete(self, topics: Sequence[str]) -> None:
+        """Delete topics (missing ones are ignored)."""
+        with kafka_errors("deleting topics"):
+            futures = self._admin.delete_topics(list(topics), request_timeout=REQUEST_TIMEOUT_S)
+        for topic, future in futures.items():
+            _done(future, f"deleting topic {topic}", KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+    def wait_for(self, topic: str, timeout: float = REQUEST_TIMEOUT_S) -> list[int]:
+        """The partitions of ``topic`` once it has some (another process may be creating it);
+        ``BackendUnavailable`` if it has none after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.partitions(topic)
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(f"topic {topic!r} has no partitions after {timeout:g} s")
+            time.sleep(0.2)
+
+
+def _created(topic: str, future: Future[None]) -> bool:
+    return _done(future, f"creating topic {topic}", KafkaError.TOPIC_ALREADY_EXISTS)
+
+
+def _done(future: Future[None], what: str, harmless: int) -> bool:
+    """Wait for an admin request; False if it failed with the ``harmless`` error code."""
+    try:
+        future.result()
+    except KafkaException as exc:
+        if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == harmless:
+            return False
+        raise translate(exc, what) from exc
+    return True
+
+
+def ensure_topics(
+    settings: KafkaSettings, topics: Sequence[str], partitions: int, replication: int = 1
+) -> list[str]:
+    """Create the missing ones of ``topics`` (any process may start first); returns them."""
+    return TopicAdmin(settings).create(topics, partitions, replication)
