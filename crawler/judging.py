@@ -9,7 +9,8 @@ among the page's outlinks only if the decision lists them), a duplicate's are dr
 A judge for duplicates' outlinks (issue 13: :func:`crawler.rules.counterparts.judge_outlinks`
 splits them into new content, followed, and predicted duplicates, sampled) returns the new
 content and the sample in ``follow`` and keeps the rest itself, to release later with
-:meth:`crawler.links.LinkScheduler.release` or drop.
+:meth:`crawler.links.LinkScheduler.release_held` or drop with
+:meth:`~crawler.links.LinkScheduler.drop_held`.
 
 :class:`RequestGate`: **a request is about to be scheduled here**, once per released request,
 after the judge and the scope checks and before the seen-set claim (so a skipped URL stays

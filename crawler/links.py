@@ -161,6 +161,21 @@ class LinkScheduler:
             self._want(wanted, held, key, level)
         self._suppress(judgement.drop, (), outcome.depth + 1)
 
+    def release_held(
+        self, source: PageKey, held: Sequence[Held], depth: int, priority: float
+    ) -> None:
+        """Schedule requests a judge kept back when page ``source`` (at ``depth``, decision
+        priority ``priority``) was decided: as if it had followed them then."""
+        wanted: dict[str, _Want] = {}
+        level = request_priority(priority, self.config.priority_levels)
+        for item in self._in_scope(held, depth + 1):
+            self._want(wanted, item, source, level)
+        self._schedule(wanted)
+
+    def drop_held(self, held: Sequence[Held], depth: int) -> None:
+        """Drop requests a judge kept back, counted as suppressed (as if dropped at once)."""
+        self._suppress(held, (), depth + 1)
+
     def _count_verdict(self, decision: Decision) -> None:
         if decision.corrects:
             self.stats.inc_value("dedup/corrections")

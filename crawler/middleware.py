@@ -15,9 +15,13 @@ Scrapy's ``HttpErrorMiddleware``, order 50):
    ``neardup_verdict`` field (dict items, and items that declare the field).
 
 Responses that are not HTML (feeds, sitemaps, JSON, files) are not published; their output
-passes through untouched. Order 100 in ``SPIDER_MIDDLEWARES``: after ``HttpErrorMiddleware``
-on the way in, after ``DepthMiddleware`` (900), ``UrlLengthMiddleware`` and ``RefererMiddleware``
-on the way out, so held requests carry their depth and were length-checked.
+passes through untouched. Start requests go out as the spider makes them; those Scrapy does not
+filter (``dont_filter``, the default of ``start_urls``) are claimed in the crawl's seen set all
+the same, so a page linking back to a start URL does not fetch it again.
+
+Order 100 in ``SPIDER_MIDDLEWARES``: after ``HttpErrorMiddleware`` on the way in, after
+``DepthMiddleware`` (900), ``UrlLengthMiddleware`` and ``RefererMiddleware`` on the way out, so
+held requests carry their depth and were length-checked.
 """
 
 from __future__ import annotations
@@ -57,6 +61,12 @@ class NeardupSpiderMiddleware:
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: pages are not published")
         session.check_components()
         return cls(crawler, session)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for output in start:
+            if isinstance(output, Request) and output.dont_filter:
+                self.session.seen().request_seen(output.url, output.method, output.body)
+            yield output
 
     def process_spider_input(self, response: Any) -> None:
         if not is_html(response):
