@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol, Self
 
 from crawler.urls import canonicalize_url
 from dedup_worker.adapters.redis_client import (
+    BackendError,
     Client,
     RedisSecurity,
     check_binary,
@@ -244,7 +245,15 @@ class RedisSeenStore:
             client.ping()
         store = cls(client, crawl_id)
         if not cluster:
-            store.move_legacy_keys()
+            try:
+                store.move_legacy_keys()
+            except BackendError as exc:  # e.g. an ACL user without RENAME: not worth stopping
+                logger.warning(
+                    "could not look for seen sets of crawl %r written by earlier releases (%s); "
+                    "if there are any, this crawl does not resume from them",
+                    crawl_id,
+                    exc,
+                )
         return store
 
     def move_legacy_keys(self) -> int:
