@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,40 @@ def test_a_bad_value_names_the_setting_and_what_to_put(value: str, says: str) ->
     message = str(raised.value)
     assert f"NEARDUP_EXTRACTOR={value!r}" in message and says in message
     assert "'fast' (the default), 'bs4', or the dotted path" in message
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _scrapy(project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEARDUP_", "SCRAPY_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", *argv],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_a_crawl_with_a_bad_extractor_stops_before_fetching_naming_the_setting() -> None:
+    """The neardup spider and a project's spider: the crawl stops at start-up (nothing is
+    fetched, no broker needed) with the message saying what to set."""
+    runs = [
+        _scrapy(REPO, "neardup", "-a", "seeds=http://127.0.0.2:9/",
+                "-s", "NEARDUP_EXTRACTOR=no_such_module.extract"),
+        _scrapy(REPO / "examples" / "myproject", "pages", "-a", "start_urls=http://127.0.0.2:9/",
+                "-s", "NEARDUP_KAFKA_BOOTSTRAP=127.0.0.1:9", "-s", "NEARDUP_EXTRACTOR=lxml"),
+    ]  # fmt: skip
+    expected = ["cannot import 'no_such_module'", "is not 'fast', 'bs4'"]
+    for run, says in zip(runs, expected, strict=True):
+        assert run.returncode != 0, run.stderr[-2000:]
+        assert "NEARDUP_EXTRACTOR=" in run.stderr and says in run.stderr, run.stderr[-2000:]
+        assert "Crawled" not in run.stderr
+
+
+def test_a_project_missing_a_component_line_stops_naming_it() -> None:
+    run = _scrapy(
+        REPO / "examples" / "myproject", "pages", "-a", "start_urls=http://127.0.0.2:9/",
+        "-s", "NEARDUP_KAFKA_BOOTSTRAP=127.0.0.1:9", "-s", "EXTENSIONS={}",
+    )  # fmt: skip
+    assert run.returncode != 0, run.stderr[-2000:]
+    assert 'EXTENSIONS = {"crawler.scheduling.DecisionScheduler": 500}' in run.stderr
+    assert "Crawled" not in run.stderr
