@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +18,11 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
 from crawler.config import ConfigError
+from crawler.frontier import ResumeState
 from crawler.judging import DecidedPage, Judgement
 from crawler.links import LINK_META
 from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
+from crawler.scheduling import DecisionScheduler
 from crawler.session import NeardupSession, missing_components
 from dedup_worker.contract.messages import Decision, Page, Verdict
 
@@ -42,6 +45,9 @@ HTML = (
 class UserSpider(scrapy.Spider):
     name = "user"
     allowed_domains = ("a.test",)
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        return []
 
 
 class Engine:
@@ -256,6 +262,30 @@ def test_a_publication_that_fails_lets_the_requests_go_undecided() -> None:
     )
     assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
     assert plugin.stat("dedup/requests_released_unpublished") == 1
+
+
+def test_held_requests_of_pages_without_a_decision_survive_a_stop_with_jobdir(
+    tmp_path: Path,
+) -> None:
+    """Stopped (stall, Ctrl-C) with JOBDIR: the pages awaiting a decision and the requests they
+    hold are saved; the resumed crawl reads the decisions from the saved offsets and releases
+    the held requests then, with their callbacks."""
+    first = Plugin(JOBDIR=str(tmp_path))
+    spider = first.crawler.spider
+    first.respond([Request("http://a.test/1", callback=spider.parse), *requests("/2")])
+    page = first.publisher.pages[-1]
+    DecisionScheduler(first.crawler, first.session)._save_resume(spider)
+
+    resumed = Plugin(JOBDIR=str(tmp_path))
+    spider = resumed.crawler.spider
+    state = ResumeState.load(tmp_path / "neardup-resume.pickle")
+    assert state is not None and [p[0] for p in state.awaiting] == [page.url]
+    DecisionScheduler(resumed.crawler, resumed.session)._resume_awaiting(spider, state)
+    resumed.publisher.pages.append(page)  # the decision is for the page of the first run
+    resumed.decide(follow=True)
+    crawled = resumed.engine.crawled
+    assert [r.url for r in crawled] == ["http://a.test/1", "http://a.test/2"]
+    assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
 
 
 def test_components_refuse_to_start_without_the_others() -> None:
