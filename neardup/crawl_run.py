@@ -6,6 +6,10 @@ topics, a decisions recorder (positioned at the topic's end *before* the crawl, 
 run's decisions land in ``--out``), N ``dedup-worker`` processes and the spider (``scrapy crawl
 neardup``). The spider closes when no decision is owed; the recorder then drains to the
 topic's end and the workers are stopped with SIGTERM (they finish their batch and commit).
+
+Children run on this interpreter (``sys.executable -m ...``), never looked up on ``PATH``: an
+unactivated virtualenv, a pipx install or a system install all start the workers and the spider
+of the same installation as the ``neardup`` command itself.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from neardup.summary import CrawlSummary, suppressed_links
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 2.0
+#: A dedup worker, on this interpreter (the ``dedup-worker`` console script's module).
+_WORKER_ARGV = [sys.executable, "-m", "dedup_worker.worker.main"]
 
 
 class CrawlError(NeardupError):
@@ -144,7 +150,7 @@ class CrawlRun:
             for number in range(self.options.workers):
                 # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
                 worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
-                self.children.append(self._spawn(["dedup-worker"], worker_env, f"worker-{number}"))
+                self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
             spider = self._spawn(self._spider_argv(), env, "spider")
             self.children.append(spider)
             code = self._wait(spider)

@@ -110,7 +110,7 @@ def test_a_correction_drops_the_links_still_waiting(
     articles = [u for u in truth["unique"] if "/articles/" in u and u.count("/") == 4]
     claimed = [redis_client.sismember(key, url_fingerprint(u)) for u in articles]
     assert sum(claimed) == len(fetched)  # the cancelled ones were released
-    in_flight = RedisSeenStore(redis_client, key).in_flight()
+    in_flight = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"]).in_flight()
     assert in_flight == (0, 0), in_flight  # what went out or was cancelled left the sets
     assert "'finish_reason': 'finished'" in log
 
