@@ -228,3 +228,13 @@ def _engine_idle(engine: Any) -> bool:
         return bool(engine.spider_is_idle())
     except RuntimeError:  # the engine is already closing the spider
         return False
+
+
+def __getattr__(name: str) -> Any:
+    """``crawler.scheduling.CancellableDownloadHandler``, the handler's path before it got a
+    module of its own, keeps working for settings written against it."""
+    if name == "CancellableDownloadHandler":
+        from crawler.download_handler import CancellableDownloadHandler
+
+        return CancellableDownloadHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from crawler.urls import canonicalize_url
 from dedup_worker.adapters.redis_client import (
@@ -394,3 +394,13 @@ class CrawlSeen:
             self.flush()
         finally:
             self.store.close()
+
+
+def __getattr__(name: str) -> Any:
+    """``crawler.seen.SeenFilter``, the dupefilter's path before it got a module of its own,
+    keeps working for settings written against it."""
+    if name == "SeenFilter":
+        from crawler.dupefilter import SeenFilter
+
+        return SeenFilter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
