@@ -26,7 +26,15 @@ from twisted.internet.defer import Deferred, succeed
 from crawler import stats as dedup_stats
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
-from crawler.judging import AdmitAll, DecidedPage, DecisionJudge, OutlinkJudge, RequestGate
+from crawler.judging import (
+    AdmitAll,
+    DecidedPage,
+    DecisionJudge,
+    DecisionObserver,
+    IgnoreDecisions,
+    OutlinkJudge,
+    RequestGate,
+)
 from crawler.seen import CrawlSeen, url_fingerprint
 from crawler.urls import canonicalize_url, host_of
 from dedup_worker.contract.messages import Decision, Page
@@ -54,6 +62,7 @@ class LinkScheduler:
         self.ledger = Ledger()
         self.judge: OutlinkJudge = DecisionJudge()
         self.gate: RequestGate = AdmitAll()
+        self.observer: DecisionObserver = IgnoreDecisions()
         self._seen = seen
         self.suppressed: set[str] = set()  # in-scope requests not followed (checked at close)
         self.scheduled = 0  # the max_pages budget spent (seeds of the neardup spider included)
@@ -63,6 +72,7 @@ class LinkScheduler:
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
         self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
         self._origins: dict[str, bool] = {}
+        self._drop_params = config.extract_options.drop_params
 
     @property
     def stats(self) -> Any:
@@ -132,7 +142,8 @@ class LinkScheduler:
 
     # ---- decisions (the extension's poll) -----------------------------------------------------
 
-    def apply(self, decisions: Iterable[Decision]) -> None:
+    def apply(self, decisions: Sequence[Decision]) -> None:
+        self.observer.observe(decisions)
         wanted: dict[str, _Want] = {}
         for decision in decisions:
             self._handle(self.ledger.apply(decision), wanted)
@@ -171,6 +182,11 @@ class LinkScheduler:
         for item in self._in_scope(held, depth + 1):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
+
+    def settle(self) -> bool:
+        """The crawl has nothing left to fetch: the observer releases what waits for decisions
+        that will not come (True if it released requests: the crawl goes on)."""
+        return self.observer.settle()
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once)."""
@@ -298,6 +314,11 @@ class LinkScheduler:
         seen = self._seen()
         if self.ledger.start_fetch(request.url):
             seen.sent(request.url, request.method, request.body)
+            reason = self.gate.admit_fetch(canonicalize_url(request.url, self._drop_params))
+            if reason is not None:  # stays claimed: skipped for the whole crawl
+                self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+                self.stats.inc_value("dedup/requests_skipped_before_fetch")
+                raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):
             self.stats.inc_value("dedup/requests_cancelled")
             raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
