@@ -1,4 +1,4 @@
-"""Serve a :class:`~sites.planted.Site` on loopback addresses, one threaded server per host.
+"""Serve a :class:`~neardup.demo.planted.Site` on loopback addresses, one threaded server per host.
 
 Linux routes all of 127.0.0.0/8 to the loopback interface, so each host of the site gets an
 address of its own (127.0.0.2, 127.0.0.3, ...), as different hosts on the web would: Scrapy's
@@ -16,13 +16,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from crawler.urls import canonicalize_url
-from sites.planted import Site, render
+from neardup.demo.planted import Site, render
 
 ADDRESSES = {
     "main": "127.0.0.2",
     "mirror": "127.0.0.3",
     "other": "127.0.0.4",
-    "docs": "127.0.0.5",  # sites.subtrees
+    "docs": "127.0.0.5",  # neardup.demo.subtrees
     "pubmirror": "127.0.0.6",
 }
 
