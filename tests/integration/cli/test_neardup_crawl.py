@@ -18,12 +18,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sites.manifest import manifest
-from sites.planted import build_site
-from sites.server import SiteServer
 
 from dedup_worker.contract.messages import Decision, decode_decision
 from dedup_worker.contract.reading import fold_decisions
+from neardup.demo.manifest import manifest
+from neardup.demo.planted import build_site
+from neardup.demo.server import SiteServer
 
 pytestmark = pytest.mark.integration
 

@@ -16,12 +16,12 @@ import time
 import pytest
 import redis
 from crawl_helpers import Env, stats_line, wait_all
-from sites.manifest import manifest
-from sites.server import SiteServer
 
 from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
 from dedup_worker.adapters.kafka import KafkaSettings, Sender, TopicReader
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
+from neardup.demo.manifest import manifest
+from neardup.demo.server import SiteServer
 from neardup.stack import RedisServer
 
 pytestmark = pytest.mark.integration

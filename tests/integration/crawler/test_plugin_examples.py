@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from crawl_helpers import REPO, Env, final_decisions, read_topic, stats_line, wait_all
-from sites.manifest import manifest
-from sites.server import SiteServer
+
+from neardup.demo.manifest import manifest
+from neardup.demo.server import SiteServer
 
 pytestmark = pytest.mark.integration
 
