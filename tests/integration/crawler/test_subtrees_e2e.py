@@ -1,7 +1,7 @@
 """Issue 13 end to end: the subtree site over real HTTP, the real broker, Redis and
 ``dedup-worker``, ``scrapy crawl neardup`` with URL rules on (the default).
 
-The site (``tests/sites/subtrees.py``) has a mirror of the manual under another prefix linked
+The site (``neardup/demo/subtrees.py``) has a mirror of the manual under another prefix linked
 from unique blog posts (only rules can save those fetches), two releases of a guide whose index
 pages are near-duplicates while most chapters are not (a duplicate's outlinks must be followed),
 print/sort/session variants of catalog items, and pagination traps. A crawl without any
@@ -15,16 +15,16 @@ import json
 from collections import Counter
 
 import pytest
-from crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
-from sites.server import SiteServer
-from sites.subtrees import build_subtree_site
-from sites.truth import subtree_manifest, subtree_truth
+from crawl_helpers import Env, final_decisions, read_topic, wait_all
 
 from crawler.coverage import measure
 from crawler.rules.policy import State
 from crawler.rules.redis_store import RedisRuleStore
 from dedup_worker.adapters.redis_client import connect
 from dedup_worker.contract.predictions import decode_prediction
+from neardup.demo.server import SiteServer
+from neardup.demo.subtrees import build_subtree_site
+from neardup.demo.truth import subtree_manifest, subtree_truth
 from neardup.stack import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,9 @@ def test_rules_and_judged_outlinks_reach_the_goals_on_the_subtree_site(
 
     # Every skipped URL was published as a predicted duplicate of a page that was fetched.
     topic = crawl_env.vars.get("NEARDUP_PREDICTIONS_TOPIC", "decisions.predicted")
-    predictions = [decode_prediction(r.value or b"") for r in read_topic(crawl_env.bootstrap, topic)]
+    predictions = [
+        decode_prediction(r.value or b"") for r in read_topic(crawl_env.bootstrap, topic)
+    ]
     predicted = {p.url: p for p in predictions}
     assert predicted, "no URL was skipped by rule"
     assert not set(predicted) & set(fetch_log) and not set(predicted) & truth.traps
