@@ -166,6 +166,7 @@ class DecisionScheduler:
             if key.startswith(dedup_stats.PREFIX) or key == "elapsed_time_seconds"
         }
         stats["finish_reason"] = reason
+        stats["crawl_id"] = self.session.crawl_id()
         try:
             Path(path).write_text(json.dumps(stats, indent=1, sort_keys=True, default=str))
         except OSError as exc:
