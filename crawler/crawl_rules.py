@@ -16,7 +16,10 @@
   unless it is an exploration sample of the rule (fetched to keep it checked) or a sample of a
   duplicate page's group (fetched whatever the rules say). Each skip is published once per
   process as a predicted duplicate (:mod:`dedup_worker.contract.predictions`) and counted as a
-  fetch saved by its rules.
+  fetch saved by its rules. Just before fetching, a page that is only a check of candidate
+  rules which already have the checks they need in flight is held back
+  (:class:`crawler.rules.pacing.Pacer`, answer :data:`~crawler.judging.HOLD`) and released
+  through ``release`` as their decisions arrive.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from crawler.judging import HOLD
 from crawler.rules.book import Prediction
+from crawler.rules.pacing import Pacer
 from crawler.rules.policy import State
+from crawler.rules.rewrite import Rule
 from crawler.rules.shared import SharedRules
 from crawler.rules.sketches import PageComparer
 from crawler.urls import host_of
@@ -44,6 +50,8 @@ RULE = "rule"
 URL_LIMIT = 2_000_000
 
 PublishPrediction = Callable[[PredictedDuplicate], None]
+#: Sends held requests out again, by URL (:meth:`crawler.links.LinkScheduler.release_paced`).
+Release = Callable[[list[str]], None]
 
 
 class Stats(Protocol):
@@ -130,6 +138,9 @@ class CrawlRules:
         self.forced = UrlSet()  # group samples: fetched whatever the rules say
         self._explored = UrlSet()  # exploration samples admitted: not skipped at the fetch
         self._skipped = UrlSet()  # published and counted once
+        self.pacer = Pacer(rules.book.policy)
+        self.release: Release | None = None
+        self._released = UrlSet()  # held, then released: not held again on the way out
         self._saved: Counter[str] = Counter()
         self._logged_active: set[str] = set()
         self._logged_dropped: set[str] = set()
@@ -142,10 +153,14 @@ class CrawlRules:
             resembles = self.comparer.resembles if self.comparer is not None else None
             statuses = self.rules.learn_many(pages, self.fetched.keeper_of, resembles)
             self.stats.inc_value("dedup/rules/checks", len(statuses))
+            self.pacer.learned({status.key: status.evidence for status in statuses})
+            self.pacer.decided(url for url, _ in pages)
             if self.sampler is not None:
                 self.sampler.decided(pages)
         if self.sampler is not None:
             self.sampler.expire()
+        if self.pacer.held:
+            self._send(self.pacer.release(self._candidates))
         self._tick()
 
     def _note(self, decision: Decision) -> tuple[str, str | None]:
@@ -155,7 +170,18 @@ class CrawlRules:
         return url, original
 
     def settle(self) -> bool:
-        return self.sampler.settle() if self.sampler is not None else False
+        released = self.sampler.settle() if self.sampler is not None else False
+        held = self.pacer.release_all()
+        self._send(held)
+        return released or bool(held)
+
+    def _send(self, urls: list[str]) -> None:
+        if not urls:
+            return
+        for url in urls:
+            self._released.add(url)
+        if self.release is not None:
+            self.release(urls)
 
     def _tick(self) -> None:
         """Once a second or so: the store's news in, the saved fetches out, counts updated."""
@@ -202,7 +228,23 @@ class CrawlRules:
         if url in self.forced or url in self._explored:
             self._explored.discard(url)
             return None
-        return self._judge(url, None, "fetch")
+        reason = self._judge(url, None, "fetch")
+        released = url in self._released or url in self._explored  # explored: checked now
+        self._released.discard(url)
+        self._explored.discard(url)
+        if reason is not None or released or self.pacer.admit(url, self._candidates(url)):
+            return reason
+        self.stats.inc_value("dedup/rules/paced")
+        return HOLD
+
+    def _candidates(self, url: str) -> list[Rule]:
+        """The candidate rules a fetch of ``url`` would check (its counterpart is fetched)."""
+        book = self.rules.book
+        found: dict[str, Rule] = {}
+        for rule, counterpart in book.applicable(url):
+            if book.state(rule.key) is State.CANDIDATE and self.fetched.keeper_of(counterpart):
+                found[rule.key] = rule
+        return list(found.values())
 
     def _judge(self, url: str, source: str | None, stage: str) -> str | None:
         prediction = self.rules.predict(url)

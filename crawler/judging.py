@@ -21,7 +21,11 @@ URL duplicates a fetched page (issue 13: a learned URL rule,
 released request leaves for the network (from the download handler): most links are queued
 before the decisions that make a rule confident arrive, so a second look just before fetching
 saves what the first could not. A skip there is counted under the same key; the URL stays
-claimed (nobody else fetches it).
+claimed (nobody else fetches it). ``admit_fetch`` may also answer :data:`HOLD`: the link
+scheduler keeps the request back and sends it out again when the gate names its URL to
+:meth:`crawler.links.LinkScheduler.release_paced` (issue 13: a candidate rule has enough checks
+in flight, :mod:`crawler.rules.pacing`); the gate must release everything it holds when the
+observer is asked to ``settle``.
 
 :class:`DecisionObserver`: **every decision the crawler reads**, those of other processes'
 pages included, before any is applied (learning URL rules from them, resolving a judge's
@@ -44,6 +48,7 @@ from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.reading import PageKey
 
 __all__ = [
+    "HOLD",
     "AdmitAll",
     "DecidedPage",
     "DecisionJudge",
@@ -53,6 +58,10 @@ __all__ = [
     "OutlinkJudge",
     "RequestGate",
 ]
+
+
+#: What :meth:`RequestGate.admit_fetch` answers to keep a request back for a while.
+HOLD = "hold"
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,8 @@ class RequestGate(Protocol):
         ...
 
     def admit_fetch(self, url: str) -> str | None:
-        """None to fetch ``url`` (a released request about to go out), else why not."""
+        """None to fetch ``url`` (a released request about to go out), :data:`HOLD` to keep it
+        back until the gate releases it, else why it is skipped."""
         ...
 
 

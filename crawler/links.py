@@ -27,6 +27,7 @@ from crawler import stats as dedup_stats
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
 from crawler.judging import (
+    HOLD,
     AdmitAll,
     DecidedPage,
     DecisionJudge,
@@ -73,6 +74,7 @@ class LinkScheduler:
         self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
         self._origins: dict[str, bool] = {}
         self._drop_params = config.extract_options.drop_params
+        self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
 
     @property
     def stats(self) -> Any:
@@ -314,7 +316,11 @@ class LinkScheduler:
         seen = self._seen()
         if self.ledger.start_fetch(request.url):
             seen.sent(request.url, request.method, request.body)
-            reason = self.gate.admit_fetch(canonicalize_url(request.url, self._drop_params))
+            url = canonicalize_url(request.url, self._drop_params)
+            reason = self.gate.admit_fetch(url)
+            if reason == HOLD:  # the gate sends it out again (release_paced)
+                self._paced[url] = request
+                raise IgnoreRequest(f"held back for a while: {request}")
             if reason is not None:  # stays claimed: skipped for the whole crawl
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
@@ -324,6 +330,13 @@ class LinkScheduler:
             raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
+
+    def release_paced(self, urls: Iterable[str]) -> None:
+        """Send out again requests the gate held back (claimed by us: past the seen filter)."""
+        for url in urls:
+            request = self._paced.pop(url, None)
+            if request is not None and self.crawler.crawling:
+                self.crawler.engine.crawl(request.replace(dont_filter=True))
 
     def dropped(self, request: Any) -> None:
         """Scrapy's scheduler refused a released request."""

@@ -97,6 +97,7 @@ def install_rules(
     links = session.links
     judge = SubtreeJudge(rules, links, claimed, stats, max_wait=config.decision_timeout)
     links.judge, links.gate, links.observer = judge, rules, rules
+    rules.release = links.release_paced
     where = getattr(store, "prefix", "process memory")
     logger.info(
         "URL rules on (crawl %r, %s): %d known, %d active; direct comparisons %s",

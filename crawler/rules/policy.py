@@ -201,6 +201,23 @@ def _confident(evidence: Evidence, needs_values: bool, policy: RulePolicy) -> bo
     return bound >= policy.activate_at
 
 
+def checks_to_activate(
+    evidence: Evidence, needs_values: bool, policy: RulePolicy, cap: int = 64
+) -> int:
+    """How many more successful checks (each on a new path, and a new value if it needs values)
+    a candidate needs to become active; ``cap`` if not within ``cap``. What the crawler fetches
+    of a candidate's predictions at once (:mod:`crawler.rules.pacing`)."""
+    for more in range(1, cap):
+        if evidence.paths + more < policy.min_paths:
+            continue
+        if needs_values and evidence.values + more < policy.min_values:
+            continue
+        checks = evidence.checks + more
+        if wilson_lower_bound(evidence.successes + more, checks, policy.z) >= policy.activate_at:
+            return more
+    return cap
+
+
 def exploration_rate(checks: int, policy: RulePolicy) -> float:
     """Share of an active rule's predictions fetched anyway, as checks (see module docstring)."""
     if checks <= 0:

@@ -9,7 +9,7 @@ from typing import Any
 
 from crawler.crawl_rules import RULE, CrawlRules
 from crawler.frontier import Held
-from crawler.judging import DecidedPage
+from crawler.judging import HOLD, DecidedPage
 from crawler.rules.policy import State
 from crawler.rules.rewrite import PathRewrite
 from crawler.rules.shared import SharedRules
@@ -148,3 +148,22 @@ def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settle
     assert judge.waiting == 1
     assert rules.settle() and judge.waiting == 0 and len(links.released) == 13
     assert not rules.settle()
+
+
+def test_fetches_beyond_what_a_candidate_needs_are_held_then_skipped_once_it_is_active() -> None:
+    rules, _, _, stats, published = setup()
+    released: list[str] = []
+    rules.release = released.extend
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(6)])
+    rules.observe([decision(f"{M}/s0/p{i}", f"{D}/s0/p{i}") for i in range(3)])  # 3 checks
+    urls = [f"{M}/s{s}/p{i}" for s in range(1, 4) for i in range(6)]
+    answers = [rules.admit_fetch(url) for url in urls]
+    fetched = [url for url, answer in zip(urls, answers, strict=True) if answer is None]
+    held = [url for url, answer in zip(urls, answers, strict=True) if answer == HOLD]
+    assert len(fetched) == 8 and len(held) == 10  # 11 checks to activate, 3 done
+    assert stats.values["dedup/rules/paced"] == 10
+    rules.observe([decision(url, url.replace(M, D)) for url in fetched])  # now active
+    assert released == held
+    answers = [rules.admit_fetch(url) for url in held]
+    assert answers.count(RULE) + answers.count(None) == len(held) and RULE in answers
+    assert {p.url for p in published} == {u for u, a in zip(held, answers, strict=True) if a}
