@@ -153,8 +153,10 @@ class CrawlRules:
             resembles = self.comparer.resembles if self.comparer is not None else None
             statuses = self.rules.learn_many(pages, self.fetched.keeper_of, resembles)
             self.stats.inc_value("dedup/rules/checks", len(statuses))
+            fresh = [s.key for s in statuses if s.key not in self.pacer.evidence]
             self.pacer.learned({status.key: status.evidence for status in statuses})
             self.pacer.decided(url for url, _ in pages)
+            self._adopt(fresh)
             if self.sampler is not None:
                 self.sampler.decided(pages)
         if self.sampler is not None:
@@ -224,7 +226,20 @@ class CrawlRules:
             return None
         return self._judge(url, source.url, "schedule")
 
+    def _adopt(self, keys: list[str]) -> None:
+        book = self.rules.book
+        for key in keys:
+            rule = book.rule(key)
+            if rule is not None and book.state(key) is State.CANDIDATE:
+                self.pacer.adopt(rule, lambda url: self.fetched.keeper_of(url) is not None)
+
     def admit_fetch(self, url: str) -> str | None:
+        answer = self._fetch_answer(url)
+        if answer is None:
+            self.pacer.sent(url)
+        return answer
+
+    def _fetch_answer(self, url: str) -> str | None:
         if url in self.forced or url in self._explored:
             self._explored.discard(url)
             return None

@@ -46,6 +46,7 @@ class Pacer:
         self._in_flight: dict[str, dict[str, float]] = {}  # rule key -> URL -> since
         self._checking: dict[str, list[str]] = {}  # URL -> rule keys it is a check of
         self._held: dict[str, float] = {}  # URL -> since (insertion order: oldest first)
+        self._sent: dict[str, float] = {}  # every URL sent and not decided yet -> since
 
     @property
     def held(self) -> int:
@@ -69,7 +70,8 @@ class Pacer:
         now = self.clock()
         for rule in candidates:
             self._in_flight.setdefault(rule.key, {})[url] = now
-        self._checking[url] = [rule.key for rule in candidates]
+        keys = self._checking.setdefault(url, [])
+        keys.extend(rule.key for rule in candidates if rule.key not in keys)
 
     def _saturated(self, rule: Rule) -> bool:
         evidence = self.evidence.get(rule.key, Evidence())
@@ -78,12 +80,27 @@ class Pacer:
         needed = checks_to_activate(evidence, False, self.policy)
         return len(self._in_flight.get(rule.key, ())) >= needed
 
+    def sent(self, url: str) -> None:
+        """``url`` is being fetched (whatever rules it is a check of, known or not yet)."""
+        self._sent[url] = self.clock()
+
     def learned(self, evidence: Mapping[str, Evidence]) -> None:
         self.evidence.update(evidence)
+
+    def adopt(self, rule: Rule, known: Callable[[str], bool]) -> None:
+        """A new candidate: the pages already sent that it maps onto a known counterpart are
+        its checks in flight too (they went out before anyone knew the rule: a crawl's first
+        burst of a family would otherwise come on top of what the rule needs)."""
+        for url, since in self._sent.items():
+            counterpart = rule.apply(url)
+            if counterpart is not None and known(counterpart):
+                self._in_flight.setdefault(rule.key, {})[url] = since
+                self._checking.setdefault(url, []).append(rule.key)
 
     def decided(self, urls: Iterable[str]) -> None:
         """Decisions arrived: these checks are no longer in flight."""
         for url in urls:
+            self._sent.pop(url, None)
             for key in self._checking.pop(url, ()):
                 flight = self._in_flight.get(key)
                 if flight is not None:
@@ -118,4 +135,5 @@ class Pacer:
             for url, since in flight.items()
             if now - since >= self.expiry
         ]
+        stale.extend(url for url, since in self._sent.items() if now - since >= self.expiry)
         self.decided(stale)

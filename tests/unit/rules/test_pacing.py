@@ -56,3 +56,16 @@ def test_nothing_waits_for_a_decision_that_never_comes() -> None:
     assert pacer.release(lambda url: [PRINT]) == [f"{D}/b?print=1"]
     assert not pacer.admit(f"{D}/c?print=1", [PRINT])
     assert pacer.release_all() == [f"{D}/c?print=1"] and pacer.held == 0
+
+
+def test_pages_sent_before_a_rule_was_known_count_as_its_checks() -> None:
+    pacer = Pacer(DEFAULT_POLICY, clock=Clock())
+    for i in range(11):  # a first burst, before any decision proposed the rule
+        pacer.sent(f"{D}/item-{i}?print=1")
+    pacer.sent(f"{D}/unrelated")
+    pacer.adopt(PRINT, lambda url: url != f"{D}/item-10")  # no counterpart known for one
+    assert pacer.admit(f"{D}/item-20?print=1", [PRINT])  # 10 in flight: one more goes
+    assert not pacer.admit(f"{D}/item-21?print=1", [PRINT])
+    pacer.decided([f"{D}/item-0?print=1"])
+    pacer.learned({PRINT.key: Evidence(successes=1, paths=1)})  # 10 needed, 10 in flight
+    assert pacer.release(lambda url: [PRINT]) == []
