@@ -4,6 +4,7 @@ outlink, and crawler pages/s per process with the rules on.
 Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
 
     python benchmarks/bench_subtrees.py [--baseline] [--skip-throughput] [--pages 2000]
+                                        [--repeat N]
 
 It starts what it needs on loopback and stops it at the end (``neardup.demo.server`` for the
 site, ``neardup.stack.EmbeddedStack`` for a Tansu broker and a redis-server, one
@@ -21,7 +22,9 @@ site, ``neardup.stack.EmbeddedStack`` for a Tansu broker and a redis-server, one
    from Redis) and its fetched pages, over every outlink of every page of the site; best of 5
    passes, us per outlink.
 3. **Throughput**: ``benchmarks/bench_crawler.py``'s site (``--pages`` distinct 50 KB pages,
-   4 hosts) crawled with the rules on: pages published / elapsed seconds.
+   4 hosts) crawled with the rules on: pages published / elapsed seconds, and the crawler
+   process's CPU per page; with ``--repeat N`` (N > 1), N runs with the rules on interleaved
+   with N runs with them off (the machine's speed drifts between minutes).
 """
 
 from __future__ import annotations
@@ -143,7 +146,7 @@ def lookup_us(stack: EmbeddedStack, crawl_id: str, fetch_log: list[str], truth: 
     )
 
 
-def throughput(stack: EmbeddedStack, workdir: Path, pages: int) -> None:
+def throughput(stack: EmbeddedStack, workdir: Path, pages: int, rules: bool) -> None:
     site = Site(pages, 50, [f"127.0.0.{2 + i}" for i in range(4)])
     servers = serve(site)
     for i in range(pages):
@@ -154,7 +157,7 @@ def throughput(stack: EmbeddedStack, workdir: Path, pages: int) -> None:
         "CONCURRENT_REQUESTS_PER_DOMAIN": "32",
         "LOG_LEVEL": "INFO",
         "NEARDUP_DECISION_TIMEOUT": "60",
-        "NEARDUP_RULES": "True",
+        "NEARDUP_RULES": str(rules),
     }
     try:
         log = crawl(site, stack, workdir, settings)
@@ -164,8 +167,9 @@ def throughput(stack: EmbeddedStack, workdir: Path, pages: int) -> None:
     published = stat(log, "dedup/pages_published")
     elapsed = stat(log, "elapsed_time_seconds")
     print(
-        f"crawler with URL rules on: {published:.0f} pages in {elapsed:.1f} s = "
-        f"{published / elapsed:.0f} pages/s per process (goal >= 150)"
+        f"crawler with URL rules {'on' if rules else 'off'}: {published:.0f} pages in "
+        f"{elapsed:.1f} s = {published / elapsed:.0f} pages/s per process (goal >= 150), "
+        f"{1000 * stat(log, 'crawler_cpu_seconds') / max(published, 1):.1f} ms CPU per page"
     )
 
 
@@ -174,6 +178,9 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also crawl with rules off")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--pages", type=int, default=2000, help="pages of the throughput site")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="throughput runs, rules on and off interleaved"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp) / "stack") as stack:
         workdir = Path(tmp)
@@ -191,8 +198,10 @@ def main() -> None:
         if args.baseline:
             base_log, base_truth, _ = crawl_site(stack, workdir, rules=False)
             report_quality("subtree site, URL rules off", base_log, base_truth)
-        if not args.skip_throughput:
-            throughput(stack, workdir, args.pages)
+        for _ in range(0 if args.skip_throughput else args.repeat):
+            throughput(stack, workdir, args.pages, rules=True)
+            if args.repeat > 1:
+                throughput(stack, workdir, args.pages, rules=False)
 
 
 if __name__ == "__main__":
