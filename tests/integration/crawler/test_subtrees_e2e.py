@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from crawl_helpers import Env, final_decisions, read_topic, wait_all
@@ -21,10 +22,10 @@ from crawler.coverage import measure
 from crawler.rules.policy import State
 from crawler.rules.redis_store import RedisRuleStore
 from dedup_worker.adapters.redis_client import connect
-from dedup_worker.contract.predictions import decode_prediction
+from dedup_worker.contract.predictions import PredictedDuplicate, decode_prediction
 from neardup.demo.server import SiteServer
 from neardup.demo.subtrees import build_subtree_site
-from neardup.demo.truth import subtree_manifest, subtree_truth
+from neardup.demo.truth import Truth, subtree_manifest, subtree_truth
 from neardup.stack import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -53,6 +54,11 @@ def test_rules_and_judged_outlinks_reach_the_goals_on_the_subtree_site(
         )  # fmt: skip
         wait_all(crawl_env, [crawler], timeout=240)
         fetch_log = server.fetched()
+        # Another process of the same crawl, started later, finds the rules (and every URL
+        # already seen: it fetches nothing new).
+        again = crawl_env.crawler("again", ",".join(truth.seeds), domains, **SETTINGS)
+        wait_all(crawl_env, [again], timeout=120)
+        assert server.fetched() == fetch_log
 
     log = crawl_env.log("crawler", 10**6)
     assert [url for url, n in Counter(fetch_log).items() if n > 1] == []
@@ -66,6 +72,22 @@ def test_rules_and_judged_outlinks_reach_the_goals_on_the_subtree_site(
     # No trap page (a pagination parameter that looks droppable) was skipped: all fetched.
     assert sorted(truth.traps - set(fetch_log)) == []
 
+    predicted = _check_predictions(crawl_env, truth, fetch_log, stats_file)
+    assert "skipped by rule" in log and "URL rules" in log
+
+    # The release guide 2.0 is a duplicate hub: its changed chapters were followed.
+    decisions = final_decisions(
+        read_topic(crawl_env.bootstrap, crawl_env.vars["NEARDUP_DECISIONS_TOPIC"])
+    )
+    whatsnew = [url for url in truth.pages if url.endswith("/whatsnew")]
+    assert len(whatsnew) == 18 and set(whatsnew) <= set(decisions)
+
+    _check_rules_in_redis(crawl_env, redis_server, len(predicted))
+
+
+def _check_predictions(
+    crawl_env: Env, truth: Truth, fetch_log: list[str], stats_file: Path
+) -> dict[str, PredictedDuplicate]:
     # Every skipped URL was published as a predicted duplicate of a page that was fetched.
     topic = crawl_env.vars.get("NEARDUP_PREDICTIONS_TOPIC", "decisions.predicted")
     predictions = [
@@ -84,15 +106,10 @@ def test_rules_and_judged_outlinks_reach_the_goals_on_the_subtree_site(
     settled = stats.get("dedup/groups_suppressed", 0) + stats.get("dedup/groups_followed", 0)
     assert settled == stats.get("dedup/groups_sampled", 0)
     assert stats["dedup/groups_waiting_at_close"] == 0
-    assert "skipped by rule" in log and "URL rules" in log
+    return predicted
 
-    # The release guide 2.0 is a duplicate hub: its changed chapters were followed.
-    decisions = final_decisions(
-        read_topic(crawl_env.bootstrap, crawl_env.vars["NEARDUP_DECISIONS_TOPIC"])
-    )
-    whatsnew = [url for url in truth.pages if url.endswith("/whatsnew")]
-    assert len(whatsnew) == 18 and set(whatsnew) <= set(decisions)
 
+def _check_rules_in_redis(crawl_env: Env, redis_server: RedisServer, predicted: int) -> None:
     # The rules are in Redis for every process of the crawl, with the fetches they saved.
     client = connect(redis_server.url)
     try:
@@ -101,5 +118,7 @@ def test_rules_and_judged_outlinks_reach_the_goals_on_the_subtree_site(
     finally:
         client.close()
     active = {key: s for key, s in statuses.items() if s.state is State.ACTIVE}
-    assert active and sum(s.saved for s in statuses.values()) >= len(predicted)
+    assert active and sum(s.saved for s in statuses.values()) >= predicted
     assert not [key for key in active if " page " in key or " seite " in key]
+    assert "0 known, 0 active" not in crawl_env.log("again", 10**6)
+    assert f"{len(statuses)} known, {len(active)} active" in crawl_env.log("again", 10**6)
