@@ -317,7 +317,9 @@ class LinkScheduler:
         if self.ledger.start_fetch(request.url):
             seen.sent(request.url, request.method, request.body)
             url = canonicalize_url(request.url, self._drop_params)
-            reason = self.gate.admit_fetch(url)
+            # A gate written before admit_fetch existed only had admit: it admits every fetch.
+            admit_fetch = getattr(self.gate, "admit_fetch", None)
+            reason = admit_fetch(url) if admit_fetch is not None else None
             if reason == HOLD:  # the gate sends it out again (release_paced)
                 self._paced[url] = request
                 raise IgnoreRequest(f"held back for a while: {request}")
