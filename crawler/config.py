@@ -44,6 +44,7 @@ ENV_SETTINGS: dict[str, str] = {
     "NEARDUP_DECISIONS_TOPIC": "decisions",
     "NEARDUP_PARTITIONS": "4",
     "NEARDUP_CRAWL_ID": "",
+    "NEARDUP_PREDICTIONS_TOPIC": "decisions.predicted",
 }
 
 #: The built-in extractors of ``NEARDUP_EXTRACTOR`` (anything else is a dotted path).
@@ -79,6 +80,14 @@ class CrawlConfig:
     extractor: str = FAST_EXTRACTOR
     extract_options: ExtractOptions = field(default_factory=ExtractOptions)
     item_verdict: bool = False
+    #: URL rules and the judging of duplicates' outlinks (issue 13); off: a duplicate's
+    #: requests are all dropped and nothing is skipped by rule.
+    rules: bool = True
+    predictions_topic: str = "decisions.predicted"
+    #: Seconds a page's sketch is kept for direct comparisons in rule checks (0: none).
+    rule_sketch_ttl: int = 3600
+    #: Where the extension writes the crawl's ``dedup/*`` stats as JSON at close ("": nowhere).
+    stats_file: str = ""
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     redis_security: RedisSecurity = field(default_factory=RedisSecurity)
 
@@ -186,6 +195,10 @@ def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> Cra
             drop_params=frozenset(read.names("NEARDUP_DROP_PARAMS") or DEFAULT_DROP_PARAMS),
         ),
         item_verdict=read.flag("NEARDUP_ITEM_VERDICT", False),
+        rules=read.flag("NEARDUP_RULES", True),
+        predictions_topic=read.text("NEARDUP_PREDICTIONS_TOPIC", "decisions.predicted"),
+        rule_sketch_ttl=read.number("NEARDUP_RULE_SKETCH_TTL", 3600, int),
+        stats_file=read.text("NEARDUP_STATS_FILE"),
         kafka_security=KafkaSecurity.from_settings(_lookup(settings)),
         redis_security=RedisSecurity.from_settings(_lookup(settings)),
     )
@@ -212,6 +225,11 @@ def _validate(config: CrawlConfig) -> None:
         (config.decision_timeout > 0, "NEARDUP_DECISION_TIMEOUT must be > 0 seconds"),
         (1 <= config.priority_levels <= 10_000, "NEARDUP_PRIORITY_LEVELS must be 1..10000"),
         (config.poll_interval > 0, "NEARDUP_POLL_INTERVAL must be > 0 seconds"),
+        (config.rule_sketch_ttl >= 0, "NEARDUP_RULE_SKETCH_TTL must be >= 0 seconds"),
+        (
+            config.predictions_topic not in (config.pages_topic, config.decisions_topic),
+            "NEARDUP_PREDICTIONS_TOPIC must differ from the pages and decisions topics",
+        ),
         (
             "{" not in config.crawl_id and "}" not in config.crawl_id,
             "NEARDUP_CRAWL_ID must not contain '{' or '}' (it names Redis keys)",

@@ -17,11 +17,29 @@ after the judge and the scope checks and before the seen-set claim (so a skipped
 unclaimed for the rest of the crawl). The default admits everything; a gate that predicts a
 URL duplicates a fetched page (issue 13: a learned URL rule,
 :meth:`crawler.rules.shared.SharedRules.predict`) returns the reason to skip it, counted as
-``dedup/requests_skipped/<reason>``.
+``dedup/requests_skipped/<reason>``. Its :meth:`~RequestGate.admit_fetch` is asked again as a
+released request leaves for the network (from the download handler): most links are queued
+before the decisions that make a rule confident arrive, so a second look just before fetching
+saves what the first could not. A skip there is counted under the same key; the URL stays
+claimed (nobody else fetches it). ``admit_fetch`` may also answer :data:`HOLD`: the link
+scheduler keeps the request back and sends it out again when the gate names its URL to
+:meth:`crawler.links.LinkScheduler.release_paced` (issue 13: a candidate rule has enough checks
+in flight, :mod:`crawler.rules.pacing`); the gate must release everything it holds when the
+observer is asked to ``settle``.
+
+:class:`DecisionObserver`: **every decision the crawler reads**, those of other processes'
+pages included, before any is applied (learning URL rules from them, resolving a judge's
+samples); and :meth:`~DecisionObserver.settle`, asked when the crawl has nothing left to
+fetch, so that whatever waits for a decision that will never come (a sample that could not be
+fetched) is released instead of holding the crawl open or losing its requests.
+
+The implementations of issue 13 are :class:`crawler.crawl_rules.CrawlRules` (gate, observer)
+and :class:`crawler.subtree_judge.SubtreeJudge` (judge).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,13 +48,20 @@ from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.reading import PageKey
 
 __all__ = [
+    "HOLD",
     "AdmitAll",
     "DecidedPage",
     "DecisionJudge",
+    "DecisionObserver",
+    "IgnoreDecisions",
     "Judgement",
     "OutlinkJudge",
     "RequestGate",
 ]
+
+
+#: What :meth:`RequestGate.admit_fetch` answers to keep a request back for a while.
+HOLD = "hold"
 
 
 @dataclass(frozen=True)
@@ -91,7 +116,33 @@ class RequestGate(Protocol):
         it is skipped (a short stats-key word)."""
         ...
 
+    def admit_fetch(self, url: str) -> str | None:
+        """None to fetch ``url`` (a released request about to go out), :data:`HOLD` to keep it
+        back until the gate releases it, else why it is skipped."""
+        ...
+
 
 class AdmitAll:
     def admit(self, url: str, source: PageKey) -> str | None:
         return None
+
+    def admit_fetch(self, url: str) -> str | None:
+        return None
+
+
+class DecisionObserver(Protocol):
+    def observe(self, decisions: Sequence[Decision]) -> None:
+        """Every decision read in one poll (possibly none: called every poll), in order."""
+        ...
+
+    def settle(self) -> bool:
+        """Nothing is left to fetch: release what waits; True if requests were released."""
+        ...
+
+
+class IgnoreDecisions:
+    def observe(self, decisions: Sequence[Decision]) -> None:
+        pass
+
+    def settle(self) -> bool:
+        return False

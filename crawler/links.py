@@ -26,7 +26,16 @@ from twisted.internet.defer import Deferred, succeed
 from crawler import stats as dedup_stats
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
-from crawler.judging import AdmitAll, DecidedPage, DecisionJudge, OutlinkJudge, RequestGate
+from crawler.judging import (
+    HOLD,
+    AdmitAll,
+    DecidedPage,
+    DecisionJudge,
+    DecisionObserver,
+    IgnoreDecisions,
+    OutlinkJudge,
+    RequestGate,
+)
 from crawler.seen import CrawlSeen, url_fingerprint
 from crawler.urls import canonicalize_url, host_of
 from dedup_worker.contract.messages import Decision, Page
@@ -54,6 +63,7 @@ class LinkScheduler:
         self.ledger = Ledger()
         self.judge: OutlinkJudge = DecisionJudge()
         self.gate: RequestGate = AdmitAll()
+        self.observer: DecisionObserver = IgnoreDecisions()
         self._seen = seen
         self.suppressed: set[str] = set()  # in-scope requests not followed (checked at close)
         self.scheduled = 0  # the max_pages budget spent (seeds of the neardup spider included)
@@ -63,6 +73,8 @@ class LinkScheduler:
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
         self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
         self._origins: dict[str, bool] = {}
+        self._drop_params = config.extract_options.drop_params
+        self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
 
     @property
     def stats(self) -> Any:
@@ -132,7 +144,8 @@ class LinkScheduler:
 
     # ---- decisions (the extension's poll) -----------------------------------------------------
 
-    def apply(self, decisions: Iterable[Decision]) -> None:
+    def apply(self, decisions: Sequence[Decision]) -> None:
+        self.observer.observe(decisions)
         wanted: dict[str, _Want] = {}
         for decision in decisions:
             self._handle(self.ledger.apply(decision), wanted)
@@ -171,6 +184,11 @@ class LinkScheduler:
         for item in self._in_scope(held, depth + 1):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
+
+    def settle(self) -> bool:
+        """The crawl has nothing left to fetch: the observer releases what waits for decisions
+        that will not come (True if it released requests: the crawl goes on)."""
+        return self.observer.settle()
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once)."""
@@ -298,11 +316,29 @@ class LinkScheduler:
         seen = self._seen()
         if self.ledger.start_fetch(request.url):
             seen.sent(request.url, request.method, request.body)
+            url = canonicalize_url(request.url, self._drop_params)
+            # A gate written before admit_fetch existed only had admit: it admits every fetch.
+            admit_fetch = getattr(self.gate, "admit_fetch", None)
+            reason = admit_fetch(url) if admit_fetch is not None else None
+            if reason == HOLD:  # the gate sends it out again (release_paced)
+                self._paced[url] = request
+                raise IgnoreRequest(f"held back for a while: {request}")
+            if reason is not None:  # stays claimed: skipped for the whole crawl
+                self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+                self.stats.inc_value("dedup/requests_skipped_before_fetch")
+                raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):
             self.stats.inc_value("dedup/requests_cancelled")
             raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
+
+    def release_paced(self, urls: Iterable[str]) -> None:
+        """Send out again requests the gate held back (claimed by us: past the seen filter)."""
+        for url in urls:
+            request = self._paced.pop(url, None)
+            if request is not None and self.crawler.crawling:
+                self.crawler.engine.crawl(request.replace(dont_filter=True))
 
     def dropped(self, request: Any) -> None:
         """Scrapy's scheduler refused a released request."""

@@ -37,6 +37,7 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
 )
 from dedup_worker.contract.messages import Page
+from dedup_worker.contract.predictions import PredictedDuplicate
 from dedup_worker.contract.reading import PageKey
 from dedup_worker.errors import NeardupError
 
@@ -80,6 +81,8 @@ class KafkaPagePipeline:
         # Refused credentials or TLS stop the crawl here, with the settings to fix.
         await maybe_deferred_to_future(deferToThread(check_access, kafka))
         topics = [config.pages_topic, config.decisions_topic]
+        if config.rules:
+            topics.append(config.predictions_topic)
         await maybe_deferred_to_future(
             deferToThread(ensure_topics, kafka, topics, config.partitions)
         )
@@ -116,11 +119,31 @@ class KafkaPagePipeline:
         if publisher is None:  # closed while we waited
             return False
         key = self.session.links.published(page)
+        if self.session.rules is not None:
+            self.session.rules.remember(page)
         self.crawler.signals.send_catch_log(page_publishing, page=page)
         publisher.send(page.host.encode("utf-8"), payload, self._on_delivery(page, key))
         self.stats.inc_value("dedup/pages_published")
         self.stats.inc_value("dedup/bytes_published", len(payload))
         return True
+
+    def publish_prediction(self, prediction: PredictedDuplicate) -> None:
+        """Produce a URL skipped by rule to ``NEARDUP_PREDICTIONS_TOPIC`` (keyed by its host),
+        outside the page bound; a failed delivery is logged and counted, nothing waits for it."""
+        if self.publisher is None:
+            return
+        payload = prediction.to_json()
+        topic = self.config.predictions_topic
+
+        def done(error: NeardupError | None) -> None:
+            if error is None:
+                self.stats.inc_value("dedup/predictions_published")
+                return
+            self.stats.inc_value("dedup/prediction_errors")
+            logger.warning("predicted duplicate %s not delivered to %s: %s", prediction.url,
+                           topic, error)  # fmt: skip
+
+        self.publisher.send_aside(topic, prediction.host.encode("utf-8"), payload, done)
 
     async def _room(self, size: int) -> None:
         assert self.publisher is not None

@@ -14,10 +14,16 @@ for ``NEARDUP_DECISION_TIMEOUT`` seconds, it closes with reason ``dedup_stalled`
 ``JOBDIR``, what the crawl still owes (the decisions topic's offsets, the pages awaiting a
 decision with their held requests, the requests over the ``max_pages`` budget) is saved at close
 and taken up again when the crawl resumes.
+
+With ``NEARDUP_RULES`` (the default) the extension also installs the crawl's URL rules as the
+spider opens (:func:`crawler.rules_setup.install_rules`: a duplicate's outlinks judged against
+its keeper's, URLs skipped by rule), lets them release what waits for samples before the crawl
+may close, and with ``NEARDUP_STATS_FILE`` writes the ``dedup/*`` stats as JSON at close.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -33,9 +39,11 @@ from twisted.internet.threads import deferToThread
 from crawler import stats as dedup_stats
 from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
+from crawler.rules_setup import install_rules, uninstall_rules
 from crawler.session import NeardupSession
 from dedup_worker.adapters.kafka import DecisionFeed
 from dedup_worker.contract.messages import Decision
+from dedup_worker.contract.predictions import PredictedDuplicate
 from dedup_worker.errors import ContractError
 
 logger = logging.getLogger(__name__)
@@ -74,6 +82,9 @@ class DecisionScheduler:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     async def spider_opened(self, spider: Any) -> None:
+        if self.config.rules:
+            crawl_id = self.session.crawl_id()
+            self.session.rules = install_rules(self.session, self.stats, crawl_id, self._predicted)
         path = self._resume_path()
         resume = (ResumeState.load(path) if path else None) or ResumeState()
         started = await maybe_deferred_to_future(deferToThread(self.feed.start, resume.offsets))
@@ -112,8 +123,15 @@ class DecisionScheduler:
             else:
                 self.links.deferred.append(request)
 
+    def _predicted(self, prediction: PredictedDuplicate) -> None:
+        publisher = self.session.publisher
+        if publisher is not None:
+            publisher.publish_prediction(prediction)
+
     def spider_idle(self, spider: Any) -> None:
-        if self.links.ledger.outstanding and not self._closing:
+        if self._closing:
+            return
+        if self.links.ledger.outstanding or self.links.settle():
             raise DontCloseSpider
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
@@ -121,10 +139,38 @@ class DecisionScheduler:
             self._loop.stop()
         self.links.release_waiters()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
+        self._close_rules()
         self.links.count_saved()
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
+        self._write_stats(reason)
         logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
+
+    def _close_rules(self) -> None:
+        installed, self.session.rules = self.session.rules, None
+        if installed is None:
+            return
+        try:
+            installed.close()
+        except Exception:  # the crawl is over: counts lost, nothing else
+            logger.exception("closing the URL rules failed")
+        uninstall_rules(self.session)
+
+    def _write_stats(self, reason: str) -> None:
+        path = self.config.stats_file
+        if not path:
+            return
+        stats = {
+            key: value
+            for key, value in self.stats.get_stats().items()
+            if key.startswith(dedup_stats.PREFIX) or key == "elapsed_time_seconds"
+        }
+        stats["finish_reason"] = reason
+        stats["crawl_id"] = self.session.crawl_id()
+        try:
+            Path(path).write_text(json.dumps(stats, indent=1, sort_keys=True, default=str))
+        except OSError as exc:
+            logger.error("cannot write NEARDUP_STATS_FILE %s: %s", path, exc)
 
     def request_dropped(self, request: Any, spider: Any) -> None:
         self.links.dropped(request)
@@ -159,7 +205,7 @@ class DecisionScheduler:
         if self._closing or engine is None or engine.spider is None:
             return
         if not self.links.ledger.outstanding:
-            if _engine_idle(engine):
+            if _engine_idle(engine) and not self.links.settle():
                 self._close("finished")
         elif time.monotonic() - self.links.last_progress > self.config.decision_timeout:
             self._report_stall()

@@ -11,7 +11,9 @@ session (kept as the crawler's ``neardup`` attribute), building it on first use.
 - the publisher (the :class:`~crawler.pipelines.KafkaPagePipeline`, registered by itself);
 - the crawl's seen set (:class:`~crawler.seen.CrawlSeen`), connected on first use and closed
   when the engine stops, after every user;
-- the page extracted from each HTML response (:meth:`page_of`), for the spider's callback.
+- the page extracted from each HTML response (:meth:`page_of`), for the spider's callback;
+- the crawl's URL rules once the spider opened (``rules``, :mod:`crawler.rules_setup`; None
+  with ``NEARDUP_RULES=false`` or before the extension installed them).
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from crawler.extractors import load_extractor
 from crawler.links import LinkScheduler
 from crawler.seen import CrawlSeen, MemorySeenStore, RedisSeenStore, SeenStore
 from dedup_worker.contract.messages import Page
+from dedup_worker.contract.predictions import PredictedDuplicate
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from crawler.rules_setup import InstalledRules
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,10 @@ class PagePublisher(Protocol):
         """Publish a page; False if it was not (too large, publisher closed)."""
         ...
 
+    def publish_prediction(self, prediction: PredictedDuplicate) -> None:
+        """Publish a URL skipped by rule (``NEARDUP_PREDICTIONS_TOPIC``), without waiting."""
+        ...
+
 
 class NeardupSession:
     """The neardup state of one crawler (see the module docstring)."""
@@ -53,6 +62,7 @@ class NeardupSession:
         self.extractor = load_extractor(self.config.extractor)
         self.links = LinkScheduler(crawler, self.config, self.seen)
         self.publisher: PagePublisher | None = None
+        self.rules: InstalledRules | None = None
         self._pages: WeakKeyDictionary[Any, Page] = WeakKeyDictionary()
         self._seen: CrawlSeen | None = None
         self._components_checked = False

@@ -54,10 +54,35 @@ def summary(stats: Mapping[str, Any], reason: str) -> str:
         f"  bandwidth saved    ~{_megabytes(stats.get('dedup/bytes_saved_estimate', 0))}"
         f" (suppressed outlinks x mean page size)",
     ]
+    if any(key.startswith(("dedup/rules/", "dedup/groups_")) for key in stats):
+        lines.extend(rules_summary(stats))
     outstanding = int(stats.get("dedup/outstanding_at_close", 0))
     if outstanding:
         lines.append(f"  WITHOUT DECISION   {outstanding} published pages (links not followed)")
     return "\n".join(lines)
+
+
+def rules_summary(stats: Mapping[str, Any]) -> list[str]:
+    """The lines of the URL rules and the duplicates' outlinks (issue 13)."""
+
+    def n(key: str) -> int:
+        return int(stats.get(key, 0) or 0)
+
+    return [
+        f"  skipped by rule    {n('dedup/requests_skipped/rule')}"
+        f" ({n('dedup/requests_skipped_before_fetch')} just before fetching),"
+        f" {n('dedup/rules/predicted')} URLs predicted duplicates,"
+        f" {n('dedup/rules/explored')} fetched anyway as checks,"
+        f" {n('dedup/rules/paced')} held while a candidate's checks were in flight",
+        f"  URL rules          {n('dedup/rules/active')} active,"
+        f" {n('dedup/rules/candidates')} candidates, {n('dedup/rules/dropped')} dropped;"
+        f" {n('dedup/rules/checks')} checks",
+        f"  duplicates' links  {n('dedup/outlinks_new_content')} new content followed;"
+        f" groups: {n('dedup/groups_sampled')} sampled ({n('dedup/group_samples')} pages),"
+        f" {n('dedup/groups_suppressed')} suppressed"
+        f" ({n('dedup/outlinks_of_suppressed_groups')} outlinks),"
+        f" {n('dedup/groups_followed')} followed",
+    ]
 
 
 def _megabytes(value: Any) -> str:

@@ -37,7 +37,9 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
 )
 from dedup_worker.worker.config import WorkerConfig, load_config
+from neardup.crawl_outcome import STATS_FILE, load_rules, outcome_lines, read_stats
 from neardup.errors import NeardupError
+from neardup.rules_table import RuleRow, rules_path, write_rules
 from neardup.summary import CrawlSummary, suppressed_links
 
 logger = logging.getLogger(__name__)
@@ -128,6 +130,8 @@ class CrawlRun:
         self.children: list[subprocess.Popen[bytes]] = []
         self.tally = Tally()
         self.started = time.monotonic()
+        self.stats: dict[str, object] = {}
+        self.rules: list[RuleRow] = []
 
     def run(self) -> int:
         from neardup.stack import EmbeddedStack
@@ -159,12 +163,26 @@ class CrawlRun:
                 # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
                 worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
                 self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
-            spider = self._spawn(self._spider_argv(), env, "spider")
+            stats_file = self.options.state_dir / STATS_FILE
+            stats_file.unlink(missing_ok=True)
+            spider_env = {"NEARDUP_STATS_FILE": str(stats_file), **env}
+            spider = self._spawn(self._spider_argv(), spider_env, "spider")
             self.children.append(spider)
             code = self._wait(spider)
             recorder.drain()
+        self._collect(config, stats_file)
         self._summary(code)
         return code
+
+    def _collect(self, config: WorkerConfig, stats_file: Path) -> None:
+        """The spider's counts, and the crawl's URL rules from Redis while it still runs."""
+        self.stats = read_stats(stats_file)
+        try:
+            self.rules = load_rules(config, str(self.stats.get("crawl_id", "")))
+        except NeardupError as exc:
+            logger.warning("cannot read the crawl's URL rules: %s", exc)
+        if self.rules:
+            write_rules(rules_path(self.options.out), self.rules)
 
     def _env(self, bootstrap: str, redis_url: str) -> dict[str, str]:
         env = self.options.base_environment()
@@ -252,7 +270,10 @@ class CrawlRun:
         with self.tally.lock:
             lines = summary_lines(self.tally.summary)
         print("\n".join(lines))
+        print("\n".join(outcome_lines(self.stats, self.rules)))
         print(f"decisions: {self.options.out} ({self.tally.summary.lines} lines)")
+        if self.rules:
+            print(f"URL rules: {rules_path(self.options.out)} (neardup report shows them)")
         print(f"logs: {self.options.state_dir}")
 
 

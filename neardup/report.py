@@ -13,6 +13,7 @@ import html
 import io
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from neardup.rules_table import RuleRow, rules_html
 from neardup.summary import CrawlSummary, links_of, summarise, suppressed_links
 
 __all__ = [
@@ -53,7 +55,13 @@ def figures(summary: CrawlSummary, page_bytes: int) -> dict[str, str]:
     }
 
 
-def render_html(summary: CrawlSummary, page_bytes: int, title: str = "neardup crawl report") -> str:
+def render_html(
+    summary: CrawlSummary,
+    page_bytes: int,
+    title: str = "neardup crawl report",
+    rules: Sequence[RuleRow] = (),
+) -> str:
+    """The report; ``rules`` (a crawl's URL rules, :mod:`neardup.rules_table`) adds their table."""
     counts = summary.verdicts
     saved = suppressed_links(summary) * page_bytes
     rows = "".join(
@@ -75,13 +83,16 @@ def render_html(summary: CrawlSummary, page_bytes: int, title: str = "neardup cr
         page_kb=page_bytes / 1000,
         rows=rows,
         images=images,
+        rules=rules_html(rules),
     )
 
 
-def write_report(decisions: Path, out: Path, page_bytes: int = 50_000) -> CrawlSummary:
+def write_report(
+    decisions: Path, out: Path, page_bytes: int = 50_000, rules: Sequence[RuleRow] = ()
+) -> CrawlSummary:
     with decisions.open("rb") as source:
         summary = summarise(source)
-    out.write_text(render_html(summary, page_bytes), encoding="utf-8")
+    out.write_text(render_html(summary, page_bytes, rules=rules), encoding="utf-8")
     logger.info("report for %d pages written to %s", len(summary.final), out)
     return summary
 
@@ -161,6 +172,7 @@ td {{ padding: .2rem .8rem; border-bottom: 1px solid #dee2e6; }}
 <div class="card"><b>{undecodable:,}</b>undecodable lines</div>
 </div>
 <table>{rows}</table>
+{rules}
 {images}
 </body></html>
 """

@@ -6,6 +6,9 @@ atomic call) and applies the resulting state changes locally at once; changes ma
 processes arrive with :meth:`SharedRules.refresh`, which the crawler calls every
 ``refresh_every`` seconds (:meth:`refresh_if_due`): one store round trip a second per process
 against a rule that needs at least 11 checks to activate, so a second's delay costs little.
+:meth:`SharedRules.learn_many` does the same for a batch of decisions in one store call (the
+crawler learns from every decision it reads, those of every process of the crawl; the store
+counts an observation once, however many processes record it).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from crawler.rules.book import Prediction, RuleBook, RuleChange
-from crawler.rules.learning import KeeperOf, Resembles, decision_checks
+from crawler.rules.learning import KeeperOf, Observation, Resembles, decision_checks
+from crawler.rules.policy import State
 from crawler.rules.rewrite import parse_rule
 from crawler.rules.store import RuleStatus, RuleStore
 
@@ -36,6 +40,8 @@ class SharedRules:
     ) -> None:
         self.store = store
         self.book = RuleBook(store.policy)
+        #: The last status the store reported of each active rule (evidence for predictions).
+        self.active: dict[str, RuleStatus] = {}
         self._cursor = 0
         self._refresh_every = refresh_every
         self._clock = clock
@@ -55,8 +61,10 @@ class SharedRules:
             if sync.reset:
                 logger.warning("rule store lost its log: rebuilding the local rules")
                 self.book.clear()
+                self.active.clear()
             self._apply(sync.changes)
             self._apply(status.change() for status in sync.active.values())
+            self.active = dict(sync.active)  # every active rule, as the store has it now
             applied += len(sync.changes)
             self._cursor = sync.cursor
             if sync.complete:
@@ -81,11 +89,42 @@ class SharedRules:
         applicable = self.book.applicable(url)
         policy = self.store.policy
         checks = decision_checks(url, duplicate_of, applicable, keeper_of, policy, resembles)
-        if not checks:
+        return self._record(checks)
+
+    def learn_many(
+        self,
+        decided: Iterable[tuple[str, str | None]],
+        keeper_of: KeeperOf,
+        resembles: Resembles | None = None,
+    ) -> list[RuleStatus]:
+        """:meth:`learn` for ``(url, duplicate_of)`` of several decisions, in one store call.
+        A rule first proposed by one of them is a local candidate at once, so the later ones
+        check it too, as they would one call each."""
+        policy = self.store.policy
+        observations: list[Observation] = []
+        for url, duplicate_of in decided:
+            applicable = self.book.applicable(url)
+            checks = decision_checks(url, duplicate_of, applicable, keeper_of, policy, resembles)
+            for check in checks:
+                if self.book.state(check.rule.key) is None:
+                    self.book.apply(check.rule, State.CANDIDATE)
+            observations.extend(checks)
+        return self._record(observations)
+
+    def _record(self, observations: list[Observation]) -> list[RuleStatus]:
+        if not observations:
             return []
-        statuses = self.store.record(checks)
+        statuses = self.store.record(observations)
         self._apply(status.change() for status in statuses)
+        self._note(statuses)
         return statuses
+
+    def _note(self, statuses: Iterable[RuleStatus]) -> None:
+        for status in statuses:
+            if status.state is State.ACTIVE:
+                self.active[status.key] = status
+            else:
+                self.active.pop(status.key, None)
 
     def saved(self, counts: Mapping[str, int]) -> None:
         """Count fetches skipped thanks to these rules (for reports)."""

@@ -1,5 +1,6 @@
 """The public message contract: page messages in, decisions out, dead letters aside, and the
-rule for reading decisions (:mod:`dedup_worker.contract.reading`)."""
+rule for reading decisions (:mod:`dedup_worker.contract.reading`), and the predicted duplicates
+a crawler skipped by URL rule (:mod:`dedup_worker.contract.predictions`)."""
 
 from dedup_worker.contract.messages import (
     DECISION_SCHEMA,
@@ -10,6 +11,12 @@ from dedup_worker.contract.messages import (
     Verdict,
     decode_decision,
     decode_page,
+)
+from dedup_worker.contract.predictions import (
+    PREDICTION_SCHEMA,
+    PredictedDuplicate,
+    RuleEvidence,
+    decode_prediction,
 )
 from dedup_worker.contract.reading import (
     DecisionFold,
@@ -24,16 +31,20 @@ from dedup_worker.contract.reading import (
 __all__ = [
     "DECISION_SCHEMA",
     "PAGE_SCHEMA",
+    "PREDICTION_SCHEMA",
     "DeadLetter",
     "Decision",
     "DecisionFold",
     "Page",
     "PageKey",
+    "PredictedDuplicate",
+    "RuleEvidence",
     "Standing",
     "Step",
     "Verdict",
     "decode_decision",
     "decode_page",
+    "decode_prediction",
     "fold_decisions",
     "next_step",
     "page_key",

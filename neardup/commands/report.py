@@ -17,15 +17,33 @@ def register(commands: Any) -> None:
     report.add_argument(
         "--page-bytes", type=int, default=50_000, help="assumed bytes per page not fetched"
     )
+    report.add_argument(
+        "--rules",
+        type=Path,
+        default=None,
+        help="the crawl's URL rules (default: DECISIONS.rules.json beside it, if present)",
+    )
     report.set_defaults(handler=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
     from neardup.report import write_report
+    from neardup.rules_table import RulesFileError, read_rules, rules_path
 
     if not args.decisions.is_file():
         print(f"neardup report: no such file: {args.decisions}", file=sys.stderr)
         return 2
-    summary = write_report(args.decisions, args.out, args.page_bytes)
-    print(f"{args.out}: {len(summary.final):,} pages, {len(summary.suppressed):,} duplicates")
+    path = args.rules if args.rules is not None else rules_path(args.decisions)
+    rules = []
+    if args.rules is not None or path.is_file():
+        try:
+            rules = read_rules(path)
+        except RulesFileError as exc:
+            print(f"neardup report: {exc}", file=sys.stderr)
+            return 2
+    summary = write_report(args.decisions, args.out, args.page_bytes, rules)
+    print(
+        f"{args.out}: {len(summary.final):,} pages, {len(summary.suppressed):,} duplicates, "
+        f"{len(rules):,} URL rules"
+    )
     return 0

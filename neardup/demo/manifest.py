@@ -3,7 +3,9 @@
 ``manifest(server)`` returns a JSON-ready dict:
 
 - ``duplicates``: ``{url, original, kind, verdict}`` for every planted duplicate;
-- ``only_via_duplicates``: URLs linked only from duplicates (a crawl must never fetch them);
+- ``only_via_duplicates``: URLs linked only from duplicates, each with text of its own: a crawl
+  with ``NEARDUP_RULES=false`` never fetches them (a duplicate's requests are all dropped), one
+  with the rules on (the default) fetches them as new content (no counterpart under the keeper);
 - ``unique``: every page a crawl from the seeds must fetch and find unique;
 - ``disallowed`` (robots.txt), ``aliases`` (spellings canonicalised into another URL),
   ``redirects`` (``{requested, url}``), ``non_html``: the special cases.

@@ -118,6 +118,26 @@ class PagePublisher:
                 self._done(size, translate(exc, f"producing to {topic}"), on_delivery)
                 return
 
+    def send_aside(
+        self, topic: str, key: bytes, value: bytes, on_delivery: DeliveryCallback
+    ) -> None:
+        """Queue a small message on another topic, outside the in-flight bound (the crawler's
+        predicted duplicates: a few hundred bytes each); ``on_delivery`` as for :meth:`send`."""
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            failure = None if error is None else translate_error(error, f"delivering to {topic}")
+            self._call_from_thread(on_delivery, failure)
+
+        while True:
+            try:
+                self._producer.produce(topic, value, key, on_delivery=delivered)
+                return
+            except BufferError:  # librdkafka's local queue is full: let it drain
+                self._producer.poll(_POLL_S)
+            except KafkaException as exc:
+                on_delivery(translate(exc, f"producing to {topic}"))
+                return
+
     def _take(self, size: int) -> None:
         self.inflight_bytes += size
         self.inflight_count += 1

@@ -111,6 +111,10 @@ def test_crawl_on_the_embedded_default(site: SiteServer, tmp_path: Path) -> None
         assert len(suppressed) == 1, (a, b, verdicts[a], verdicts[b])
         assert suppressed[0].duplicate_of in (a, b)
     assert "neardup crawl finished" in output and "outlinks suppressed" in output
+    # The spider's counts of what it did not fetch, and the URL rules (issue 13).
+    assert f"published: {len(final)}" in output
+    assert "skipped by URL rule: " in output and "duplicates' outlinks: " in output
+    assert "URL rules: " in output
 
 
 def test_ctrl_c_stops_every_process(site: SiteServer, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ def crawl_env(
             "NEARDUP_REDIS_URL": redis_server.url,
             "NEARDUP_PAGES_TOPIC": f"pages-{tag}",
             "NEARDUP_DECISIONS_TOPIC": f"decisions-{tag}",
+            "NEARDUP_PREDICTIONS_TOPIC": f"predicted-{tag}",
             "NEARDUP_PARTITIONS": "2",
             "NEARDUP_GROUP_ID": f"crawl-{tag}",
             "NEARDUP_INDEX_NAMESPACE": f"ns-{tag}",

@@ -19,7 +19,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.config import ConfigError
 from crawler.frontier import ResumeState
-from crawler.judging import DecidedPage, Judgement
+from crawler.judging import HOLD, DecidedPage, Judgement
 from crawler.links import LINK_META
 from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
 from crawler.scheduling import DecisionScheduler
@@ -187,6 +187,38 @@ def test_the_gate_skips_a_request_before_it_is_claimed() -> None:
     assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
     assert plugin.stat("dedup/requests_skipped/predicted_duplicate") == 1
     assert plugin.session.seen().contains_many(["http://a.test/2"]) == [False]  # unclaimed
+
+
+def test_a_gate_asked_just_before_fetching_skips_or_holds_back_a_request() -> None:
+    plugin = Plugin()
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    first, second, third = plugin.engine.crawled
+    links = plugin.session.links
+
+    class OldGate:  # written before admit_fetch existed: it admits every fetch
+        def admit(self, url: str, source: Any) -> str | None:
+            return None
+
+    links.gate = OldGate()  # type: ignore[assignment]
+    links.going_out(first)
+
+    class Gate:
+        def admit(self, url: str, source: Any) -> str | None:
+            return None
+
+        def admit_fetch(self, url: str) -> str | None:
+            return "rule" if url.endswith("/2") else HOLD
+
+    links.gate = Gate()
+    with pytest.raises(IgnoreRequest, match="skipped"):
+        links.going_out(second)
+    assert plugin.stat("dedup/requests_skipped/rule") == 1
+    with pytest.raises(IgnoreRequest, match="held back"):
+        links.going_out(third)
+    links.release_paced(["http://a.test/3", "http://a.test/unknown"])
+    again = plugin.engine.crawled[-1]
+    assert again.url == third.url and again.dont_filter and again.meta.get(LINK_META)
 
 
 def test_a_decision_that_comes_while_the_callback_yields_applies_to_all_its_requests() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from crawler.rules.policy import Evidence, State
+from crawler.rules.store import RuleStatus
 from crawler.stats import bytes_saved_estimate, mean_page_bytes, summary, verdict_counts
+from neardup.crawl_outcome import outcome_lines
+from neardup.rules_table import rule_rows
 
 
 def test_bandwidth_estimate_is_suppressed_links_times_mean_page_size() -> None:
@@ -27,3 +31,36 @@ def test_summary_names_verdicts_and_pages_left_without_decision() -> None:
     assert verdict_counts(stats) == {"near_duplicate": 2, "unique": 8}
     assert "(dedup_stalled)" in text and "near_duplicate 2, unique 8" in text
     assert "suppressed 5" in text and "~1.00 MB" in text and "WITHOUT DECISION   3" in text
+    assert "skipped by rule" not in text  # no URL rules in this crawl: no lines about them
+
+
+def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
+    stats = {
+        "dedup/pages_fetched": 10,
+        "dedup/requests_skipped/rule": 7,
+        "dedup/requests_skipped_before_fetch": 6,
+        "dedup/rules/predicted": 7,
+        "dedup/rules/explored": 1,
+        "dedup/rules/paced": 4,
+        "dedup/rules/active": 2,
+        "dedup/rules/dropped": 1,
+        "dedup/outlinks_new_content": 3,
+        "dedup/groups_sampled": 2,
+        "dedup/groups_suppressed": 1,
+        "dedup/groups_followed": 1,
+    }
+    text = summary(stats, "finished")
+    assert "skipped by rule    7 (6 just before fetching)" in text
+    assert "1 fetched anyway as checks, 4 held" in text
+    assert "2 active" in text and "1 dropped" in text
+    assert "3 new content followed; groups: 2 sampled" in text and "1 suppressed" in text
+
+
+def test_neardup_crawls_outcome_lines_name_the_counts_and_the_rules() -> None:
+    key = "host http://m.test http://d.test"
+    rows = rule_rows({key: RuleStatus(key, State.ACTIVE, Evidence(12, 0, 0, 0, 12), 30)})
+    lines = outcome_lines({"dedup/pages_fetched": 9, "dedup/requests_skipped/rule": 30}, rows)
+    text = "\n".join(lines)
+    assert "pages fetched: 9" in text and "skipped by URL rule: 30" in text
+    assert "URL rules: 1 active, 0 dropped, 0 candidates" in text and key in text
+    assert outcome_lines({}, []) == ["spider stats: none written (see the spider's log)"]

@@ -98,8 +98,12 @@ def test_exploration_follows_the_youngest_rule_and_is_the_same_everywhere() -> N
     sampled = picks(book)
     assert len(sampled) == 400 and 5 <= sum(sampled) <= 40  # 5%: 20 expected
     assert picks(book_with(old, checks=10_000)) == sampled  # another process, same picks
-    book.apply(young, State.ACTIVE, checks=1)  # rate 1: every prediction is a check
-    assert all(picks(book))
+    book.apply(young, State.ACTIVE, checks=1)  # the youngest rule's rate counts
+    assert 5 <= sum(picks(book)) <= 40
+    scaled = RuleBook(RulePolicy(exploration_scale=1.0))  # young rules explored more
+    scaled.apply(old, State.ACTIVE, checks=10_000)
+    scaled.apply(young, State.ACTIVE, checks=1)  # rate 1: every prediction is a check
+    assert all(picks(scaled))
 
 
 @given(related_pairs())

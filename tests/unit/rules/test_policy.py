@@ -86,11 +86,13 @@ def test_recent_outcomes_keep_the_window_only() -> None:
     assert recent == 0 and recent_failures(push_outcome(recent, False, 8)) == 1
 
 
-def test_exploration_rate_falls_from_nine_to_five_percent() -> None:
+def test_exploration_rate_is_five_percent_unless_scaled_for_young_rules() -> None:
     assert exploration_rate(0, P) == 1.0
-    assert exploration_rate(11, P) == pytest.approx(1 / 11)
-    assert exploration_rate(20, P) == 0.05
+    assert exploration_rate(11, P) == 0.05
     assert exploration_rate(10_000, P) == 0.05
+    young = RulePolicy(exploration_scale=1.0)
+    assert exploration_rate(11, young) == pytest.approx(1 / 11)
+    assert exploration_rate(20, young) == 0.05
 
 
 def test_stable_fraction_is_fixed_by_the_url_and_spread_evenly() -> None:

@@ -1,0 +1,310 @@
+"""URL rules in the crawl (issue 13): learned from every decision, asked before every fetch.
+
+:class:`CrawlRules` is the link scheduler's :class:`~crawler.judging.DecisionObserver` and
+:class:`~crawler.judging.RequestGate` (no Scrapy, Kafka or Redis here; the wiring is in
+:mod:`crawler.rules_setup`):
+
+- **observe**: every decision this process reads (every process reads all of them) tells which
+  fetched page holds which content (:class:`Fetched`: URL -> keeper), and is learned from
+  (:meth:`crawler.rules.shared.SharedRules.learn_many`, one store call a poll; the store counts
+  an observation once, however many processes record it). A check the detector cannot settle
+  (the two pages have different keepers) asks the direct comparison
+  (:class:`crawler.rules.sketches.PageComparer`). The duplicate judge's samples are resolved
+  from the same decisions. About once a second the local rules are refreshed from the store.
+- **admit / admit_fetch**: a URL an active rule maps onto a page the crawl fetched is skipped
+  (reason ``rule``), as its source's decision releases it and again just before it is fetched,
+  unless it is an exploration sample of the rule (fetched to keep it checked) or a sample of a
+  duplicate page's group (fetched whatever the rules say). Each skip is published once per
+  process as a predicted duplicate (:mod:`dedup_worker.contract.predictions`) and counted as a
+  fetch saved by its rules. Just before fetching, a page that is only a check of candidate
+  rules which already have the checks they need in flight is held back
+  (:class:`crawler.rules.pacing.Pacer`, answer :data:`~crawler.judging.HOLD`) and released
+  through ``release`` as their decisions arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from crawler.judging import HOLD
+from crawler.rules.book import Prediction
+from crawler.rules.pacing import Pacer
+from crawler.rules.policy import State
+from crawler.rules.rewrite import Rule
+from crawler.rules.shared import SharedRules
+from crawler.rules.sketches import PageComparer
+from crawler.urls import host_of
+from dedup_worker.contract.messages import Decision
+from dedup_worker.contract.predictions import PredictedDuplicate, RuleEvidence
+from dedup_worker.contract.reading import PageKey
+
+logger = logging.getLogger(__name__)
+
+#: The reason (and stats key word) of a request skipped by rule.
+RULE = "rule"
+#: URLs a process remembers in its bounded sets (see :class:`UrlSet`).
+URL_LIMIT = 2_000_000
+
+PublishPrediction = Callable[[PredictedDuplicate], None]
+#: Sends held requests out again, by URL (:meth:`crawler.links.LinkScheduler.release_paced`).
+Release = Callable[[list[str]], None]
+
+
+class Stats(Protocol):
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None: ...
+    def set_value(self, key: str, value: Any) -> None: ...
+
+
+class Sampler(Protocol):
+    """What the duplicate judge needs to hear (:class:`crawler.subtree_judge.SubtreeJudge`)."""
+
+    def decided(self, pages: Sequence[tuple[str, str | None]]) -> None: ...
+    def expire(self) -> None: ...
+    def settle(self) -> bool: ...
+
+
+class UrlSet:
+    """A set of URLs that forgets everything past ``limit`` (a cache: forgetting costs a fetch
+    or a repeated message, never content)."""
+
+    def __init__(self, limit: int = URL_LIMIT) -> None:
+        self.limit = limit
+        self._urls: set[str] = set()
+
+    def add(self, url: str) -> None:
+        if len(self._urls) >= self.limit:
+            self._urls.clear()
+        self._urls.add(url)
+
+    def discard(self, url: str) -> None:
+        self._urls.discard(url)
+
+    def __contains__(self, url: object) -> bool:
+        return url in self._urls
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+
+class Fetched:
+    """The fetched pages this process read decisions of: URL -> keeper (the page itself if it
+    is new, else the keeper of the page it duplicates). Past ``limit`` pages it starts over:
+    an unknown page only means no check and no skip."""
+
+    def __init__(self, limit: int = URL_LIMIT) -> None:
+        self.limit = limit
+        self._keepers: dict[str, str] = {}
+
+    def note(self, url: str, duplicate_of: str | None) -> str:
+        if len(self._keepers) >= self.limit:
+            self._keepers.clear()
+        keeper = url if duplicate_of is None else self._keepers.get(duplicate_of, duplicate_of)
+        self._keepers[url] = keeper
+        return keeper
+
+    def keeper_of(self, url: str) -> str | None:
+        return self._keepers.get(url)
+
+    def __len__(self) -> int:
+        return len(self._keepers)
+
+
+class CrawlRules:
+    """Observer and gate of one crawler process (see the module docstring)."""
+
+    def __init__(
+        self,
+        rules: SharedRules,
+        stats: Stats,
+        canonical: Callable[[str], str],
+        publish: PublishPrediction,
+        comparer: PageComparer | None = None,
+        crawl_id: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.rules = rules
+        self.stats = stats
+        self.canonical = canonical
+        self.publish = publish
+        self.comparer = comparer
+        self.crawl_id = crawl_id
+        self.clock = clock
+        self.fetched = Fetched()
+        self.sampler: Sampler | None = None
+        self.forced = UrlSet()  # group samples: fetched whatever the rules say
+        self._explored = UrlSet()  # exploration samples admitted: not skipped at the fetch
+        self._skipped = UrlSet()  # published and counted once
+        self.pacer = Pacer(rules.book.policy)
+        self.release: Release | None = None
+        self._released = UrlSet()  # held, then released: not held again on the way out
+        self._saved: Counter[str] = Counter()
+        self._logged_active: set[str] = set()
+        self._logged_dropped: set[str] = set()
+
+    # ---- the observer --------------------------------------------------------------------------
+
+    def observe(self, decisions: Sequence[Decision]) -> None:
+        pages = [self._note(decision) for decision in decisions]
+        if pages:
+            resembles = self.comparer.resembles if self.comparer is not None else None
+            statuses = self.rules.learn_many(pages, self.fetched.keeper_of, resembles)
+            self.stats.inc_value("dedup/rules/checks", len(statuses))
+            fresh = [s.key for s in statuses if s.key not in self.pacer.evidence]
+            self.pacer.learned({status.key: status.evidence for status in statuses})
+            self.pacer.decided(url for url, _ in pages)
+            self._adopt(fresh)
+            if self.sampler is not None:
+                self.sampler.decided(pages)
+        if self.sampler is not None:
+            self.sampler.expire()
+        if self.pacer.held:
+            self._send(self.pacer.release(self._candidates))
+        self._tick()
+
+    def _note(self, decision: Decision) -> tuple[str, str | None]:
+        url = self.canonical(decision.url)
+        original = self.canonical(decision.duplicate_of) if decision.duplicate_of else None
+        self.fetched.note(url, original)
+        return url, original
+
+    def settle(self) -> bool:
+        released = self.sampler.settle() if self.sampler is not None else False
+        held = self.pacer.release_all()
+        self._send(held)
+        return released or bool(held)
+
+    def _send(self, urls: list[str]) -> None:
+        if not urls:
+            return
+        for url in urls:
+            self._released.add(url)
+        if self.release is not None:
+            self.release(urls)
+
+    def _tick(self) -> None:
+        """Once a second or so: the store's news in, the saved fetches out, counts updated."""
+        if not self.rules.refresh_if_due():
+            return
+        if self._saved:
+            saved, self._saved = dict(self._saved), Counter()
+            self.rules.saved(saved)
+        if self.comparer is not None:
+            self.comparer.flush()
+        self.count_rules()
+
+    def count_rules(self) -> None:
+        book = self.rules.book
+        active, dropped = set(book.keys(State.ACTIVE)), set(book.keys(State.DROPPED))
+        for key in sorted(active - self._logged_active):
+            logger.info("URL rule active: %s", key)
+        for key in sorted(dropped - self._logged_dropped):
+            logger.info("URL rule dropped: %s", key)
+        self._logged_active, self._logged_dropped = active, dropped
+        self.stats.set_value("dedup/rules/active", len(active))
+        self.stats.set_value("dedup/rules/candidates", len(book.keys(State.CANDIDATE)))
+        self.stats.set_value("dedup/rules/dropped", len(dropped))
+        if self.comparer is not None:
+            self.stats.set_value("dedup/rules/direct_comparisons", self.comparer.compared)
+
+    def close(self) -> None:
+        """The crawl ends: last counts out (the store outlives the process)."""
+        if self._saved:
+            self.rules.saved(dict(self._saved))
+            self._saved.clear()
+        if self.comparer is not None:
+            self.comparer.flush()
+        self.count_rules()
+
+    # ---- the gate ------------------------------------------------------------------------------
+
+    def admit(self, url: str, source: PageKey) -> str | None:
+        if url in self.forced:
+            return None
+        return self._judge(url, source.url, "schedule")
+
+    def _adopt(self, keys: list[str]) -> None:
+        book = self.rules.book
+        for key in keys:
+            rule = book.rule(key)
+            if rule is not None and book.state(key) is State.CANDIDATE:
+                self.pacer.adopt(rule, lambda url: self.fetched.keeper_of(url) is not None)
+
+    def admit_fetch(self, url: str) -> str | None:
+        answer = self._fetch_answer(url)
+        if answer is None:
+            self.pacer.sent(url)
+        return answer
+
+    def _fetch_answer(self, url: str) -> str | None:
+        if url in self.forced or url in self._explored:
+            self._explored.discard(url)
+            return None
+        reason = self._judge(url, None, "fetch")
+        released = url in self._released or url in self._explored  # explored: checked now
+        self._released.discard(url)
+        self._explored.discard(url)
+        if reason is not None or released or self.pacer.admit(url, self._candidates(url)):
+            return reason
+        self.stats.inc_value("dedup/rules/paced")
+        return HOLD
+
+    def _candidates(self, url: str) -> list[Rule]:
+        """The candidate rules a fetch of ``url`` would check (its counterpart is fetched)."""
+        book = self.rules.book
+        found: dict[str, Rule] = {}
+        for rule, counterpart in book.applicable(url):
+            if book.state(rule.key) is State.CANDIDATE and self.fetched.keeper_of(counterpart):
+                found[rule.key] = rule
+        return list(found.values())
+
+    def _judge(self, url: str, source: str | None, stage: str) -> str | None:
+        prediction = self.rules.predict(url)
+        if prediction is None or self.fetched.keeper_of(prediction.counterpart) is None:
+            return None  # no rule, or its counterpart was not fetched (yet)
+        if self.rules.explore(prediction):
+            if url not in self._explored:
+                self._explored.add(url)
+                self.stats.inc_value("dedup/rules/explored")
+            return None
+        if url not in self._skipped:
+            self._skipped.add(url)
+            self._saved.update(rule.key for rule in prediction.rules)
+            self.stats.inc_value("dedup/rules/predicted")
+            self.publish(self.prediction(prediction, source, stage))
+        return RULE
+
+    def prediction(
+        self, prediction: Prediction, source: str | None, stage: str
+    ) -> PredictedDuplicate:
+        """The message that tells the decisions' consumers about a skipped URL."""
+        policy = self.rules.book.policy
+        evidence = []
+        for rule in prediction.rules:
+            status = self.rules.active.get(rule.key)
+            support = status.evidence.successes if status is not None else 0
+            checks = status.checks if status is not None else self.rules.book.checks(rule.key)
+            precision = status.precision if status is not None else 0.0
+            bound = status.lower_bound(policy) if status is not None else 0.0
+            evidence.append(
+                RuleEvidence(rule.key, rule.kind, support, checks, round(precision, 4),
+                             round(bound, 4))
+            )  # fmt: skip
+        return PredictedDuplicate(
+            url=prediction.url,
+            host=host_of(prediction.url),
+            duplicate_of=prediction.counterpart,
+            predicted_at=self.clock(),
+            rules=tuple(evidence),
+            stage=stage,
+            source=source,
+            crawl_id=self.crawl_id,
+            evidence={
+                "keeper": self.fetched.keeper_of(prediction.counterpart),
+                "activate_at": policy.activate_at,
+                "z": policy.z,
+            },
+        )

@@ -1,0 +1,80 @@
+"""What ``neardup crawl`` prints and keeps beyond the decisions: the spider's ``dedup/*`` counts
+(fetched, skipped by rule, duplicates' outlinks followed or suppressed) and the crawl's URL rules.
+
+The spider writes its stats as JSON at close (``NEARDUP_STATS_FILE``, set by ``neardup crawl``
+in its state directory), with the crawl id it used; the rules are read from the crawl's rule
+store in Redis before the embedded stack stops, and written beside the decisions file
+(:func:`neardup.rules_table.rules_path`) for ``neardup report``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dedup_worker.worker.config import WorkerConfig
+from neardup.rules_table import RuleRow, rule_rows, rules_text
+
+logger = logging.getLogger(__name__)
+
+#: The file name of the spider's stats in ``neardup crawl``'s state directory.
+STATS_FILE = "crawl-stats.json"
+
+
+def read_stats(path: Path) -> dict[str, Any]:
+    """The spider's stats (empty if it wrote none: it failed before closing)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def load_rules(config: WorkerConfig, crawl_id: str) -> list[RuleRow]:
+    """The crawl's rules from its Redis rule store (none without Redis or a crawl id)."""
+    from crawler.rules.redis_store import RedisRuleStore
+    from dedup_worker.adapters.redis_client import connect
+
+    if not crawl_id or config.memory_backend:
+        return []
+    client = connect(
+        config.redis_url,
+        cluster=config.redis_cluster,
+        secured=config.redis_security,
+        fail_fast=False,
+    )
+    try:
+        return rule_rows(RedisRuleStore(client, crawl_id).statuses())
+    finally:
+        client.close()
+
+
+def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
+    """The counts that say how much of the site the crawl holds and what it did not fetch."""
+
+    def n(key: str) -> int:
+        return int(stats.get(key, 0) or 0)
+
+    if not stats:
+        return ["spider stats: none written (see the spider's log)"]
+    states = {name: sum(1 for r in rules if r.state == name) for name in ("active", "dropped")}
+    lines = [
+        f"pages fetched: {n('dedup/pages_fetched')}; published: {n('dedup/pages_published')}",
+        f"skipped by URL rule: {n('dedup/requests_skipped/rule')} "
+        f"(published as predicted duplicates: {n('dedup/predictions_published')}); "
+        f"fetched anyway as rule checks: {n('dedup/rules/explored')}",
+        f"duplicates' outlinks: {n('dedup/outlinks_new_content')} new content followed; "
+        f"groups of predicted duplicates: {n('dedup/groups_sampled')} sampled "
+        f"({n('dedup/group_samples')} pages), {n('dedup/groups_suppressed')} suppressed, "
+        f"{n('dedup/groups_followed')} followed",
+        f"outlinks suppressed (never fetched): {n('dedup/outlinks_suppressed')}",
+        f"URL rules: {states['active']} active, {states['dropped']} dropped, "
+        f"{len(rules) - states['active'] - states['dropped']} candidates",
+    ]
+    shown = [row for row in rules if row.state != "candidate"]
+    if shown:
+        lines.extend("  " + line for line in rules_text(shown))
+    return lines

@@ -1,0 +1,169 @@
+"""The crawl's URL rules as the link scheduler's gate and observer, and the duplicates' outlink
+judge (pure: in-memory rule store, decisions built by hand)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from crawler.crawl_rules import RULE, CrawlRules
+from crawler.frontier import Held
+from crawler.judging import HOLD, DecidedPage
+from crawler.rules.policy import State
+from crawler.rules.rewrite import PathRewrite
+from crawler.rules.shared import SharedRules
+from crawler.rules.store import MemoryRuleStore
+from crawler.subtree_judge import SubtreeJudge
+from dedup_worker.contract.messages import Decision, Verdict
+from dedup_worker.contract.predictions import PredictedDuplicate
+from dedup_worker.contract.reading import PageKey
+
+D, M = "http://docs.test", "http://mirror.test"
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.values: Counter[str] = Counter()
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] += count
+
+    def set_value(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+class Links:
+    def __init__(self) -> None:
+        self.released: list[str] = []
+        self.dropped: list[str] = []
+
+    def release_held(
+        self, source: PageKey, held: Sequence[Held], depth: int, priority: float
+    ) -> None:
+        self.released.extend(item.url for item in held)
+
+    def drop_held(self, held: Sequence[Held], depth: int) -> None:
+        self.dropped.extend(item.url for item in held)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def decision(url: str, duplicate_of: str | None = None) -> Decision:
+    return Decision(
+        url=url, host=url.split("/")[2], fetched_at=1.0, decided_at=2.0,
+        verdict=Verdict.UNIQUE if duplicate_of is None else Verdict.NEAR_DUPLICATE,
+        simhash="0" * 16, priority=0.0 if duplicate_of else 0.5,
+        follow_outlinks=duplicate_of is None, duplicate_of=duplicate_of,
+    )  # fmt: skip
+
+
+def setup() -> tuple[CrawlRules, SubtreeJudge, Links, Stats, list[PredictedDuplicate]]:
+    stats, links, published = Stats(), Links(), []
+    rules = CrawlRules(SharedRules(MemoryRuleStore()), stats, str, published.append)
+    judge = SubtreeJudge(rules, links, lambda urls: [False] * len(urls), stats, 60.0, Clock())
+    return rules, judge, links, stats, published
+
+
+def test_the_gate_skips_what_an_active_rule_maps_onto_a_fetched_page_and_publishes_it() -> None:
+    rules, _, _, stats, published = setup()
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(5)])
+    rules.observe(
+        [decision(f"{M}/s{s}/p{i}", f"{D}/s{s}/p{i}") for s in range(4) for i in range(3)]
+    )
+    alias = PathRewrite(M, "", D, "")
+    assert rules.rules.book.state(alias.key) is State.ACTIVE
+    source = PageKey(f"{D}/blog", 1.0)
+    answers = {url: rules.admit(url, source) for url in (f"{M}/s{s}/p4" for s in range(4))}
+    explored = [url for url, reason in answers.items() if reason is None]
+    skipped = [url for url, reason in answers.items() if reason == RULE]
+    assert len(explored) + len(skipped) == 4 and skipped
+    assert {p.url for p in published} == set(skipped)
+    first = published[0]
+    assert first.duplicate_of == first.url.replace(M, D) and first.rules[0].key == alias.key
+    assert first.rules[0].support >= 11 and first.precision == 1.0
+    # Asked again just before fetching: skipped again, published once; explored ones go.
+    assert all(rules.admit_fetch(url) == RULE for url in skipped)
+    assert all(rules.admit_fetch(url) is None for url in explored)
+    assert len(published) == len(skipped) and stats.values["dedup/rules/predicted"] == len(skipped)
+    # A page the crawl did not fetch the counterpart of is never skipped.
+    assert rules.admit(f"{M}/elsewhere/x", source) is None
+
+
+def test_a_pagination_parameter_never_becomes_a_rule() -> None:
+    rules, _, _, _, published = setup()
+    for n in range(12):  # ?page=1 is the listing itself: it looks droppable
+        rules.observe([decision(f"{D}/list{n}"), decision(f"{D}/list{n}?page=1", f"{D}/list{n}")])
+        rules.observe([decision(f"{D}/list{n}?page=2")])
+    assert rules.rules.book.keys(State.ACTIVE) == []
+    assert rules.admit(f"{D}/list3?page=3", PageKey(f"{D}/list3", 1.0)) is None
+    assert published == []
+
+
+def release_pages(rules: CrawlRules) -> DecidedPage:
+    """Release 1.0 fetched (20 chapters); 2.0's index a duplicate of 1.0's."""
+    rules.observe([decision(f"{D}/r/1.0/"), *(decision(f"{D}/r/1.0/c{i}") for i in range(20))])
+    rules.observe([decision(f"{D}/r/2.0/", f"{D}/r/1.0/")])
+    links = [f"{D}/r/2.0/c{i}" for i in range(20)] + [f"{D}/r/2.0/whatsnew"]
+    held = tuple(Held(url, url) for url in links)
+    return DecidedPage(PageKey(f"{D}/r/2.0/", 1.0), 1, tuple(links), decision(
+        f"{D}/r/2.0/", f"{D}/r/1.0/"), held)  # fmt: skip
+
+
+def test_a_duplicate_hub_with_new_leaves_has_its_group_followed() -> None:
+    rules, judge, links, stats, _ = setup()
+    page = release_pages(rules)
+    judgement = judge.judge(page)
+    follow = [held.url for held in judgement.follow]
+    assert f"{D}/r/2.0/whatsnew" in follow  # no counterpart: new content, followed at once
+    samples = [url for url in follow if url != f"{D}/r/2.0/whatsnew"]
+    assert len(samples) == 7 and judge.waiting == 1  # 5 + 10% of 20 sampled first
+    rules.observe([decision(samples[0], samples[0].replace("2.0", "1.0")), decision(samples[1])])
+    assert judge.waiting == 0 and links.dropped == []
+    assert sorted(links.released) == sorted(set(page.outlinks) - set(follow))
+    assert stats.values["dedup/groups_followed"] == 1
+
+
+def test_a_duplicate_subtree_has_the_rest_of_its_group_suppressed() -> None:
+    rules, judge, links, stats, _ = setup()
+    page = release_pages(rules)
+    follow = [held.url for held in judge.judge(page).follow]
+    samples = [url for url in follow if not url.endswith("whatsnew")]
+    rules.observe([decision(url, url.replace("2.0", "1.0")) for url in samples])
+    assert judge.waiting == 0 and links.released == []
+    assert len(links.dropped) == 20 - len(samples)
+    assert stats.values["dedup/groups_suppressed"] == 1
+
+
+def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settles() -> None:
+    rules, judge, links, _, _ = setup()
+    page = release_pages(rules)
+    judge.judge(page)
+    assert judge.waiting == 1
+    assert rules.settle() and judge.waiting == 0 and len(links.released) == 13
+    assert not rules.settle()
+
+
+def test_fetches_beyond_what_a_candidate_needs_are_held_then_skipped_once_it_is_active() -> None:
+    rules, _, _, stats, published = setup()
+    released: list[str] = []
+    rules.release = released.extend
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(6)])
+    rules.observe([decision(f"{M}/s0/p{i}", f"{D}/s0/p{i}") for i in range(3)])  # 3 checks
+    urls = [f"{M}/s{s}/p{i}" for s in range(1, 4) for i in range(6)]
+    answers = [rules.admit_fetch(url) for url in urls]
+    fetched = [url for url, answer in zip(urls, answers, strict=True) if answer is None]
+    held = [url for url, answer in zip(urls, answers, strict=True) if answer == HOLD]
+    assert len(fetched) == 8 and len(held) == 10  # 11 checks to activate, 3 done
+    assert stats.values["dedup/rules/paced"] == 10
+    rules.observe([decision(url, url.replace(M, D)) for url in fetched])  # now active
+    assert released == held
+    answers = [rules.admit_fetch(url) for url in held]
+    assert answers.count(RULE) + answers.count(None) == len(held) and RULE in answers
+    assert {p.url for p in published} == {u for u, a in zip(held, answers, strict=True) if a}
