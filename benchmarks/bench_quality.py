@@ -27,14 +27,12 @@ from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
     RECOMMENDED_FEATURES,
-    MinHasher,
     SketchConfig,
     Sketcher,
-    SuperShingleConfig,
     estimate_rows,
-    super_shingles,
     verify,
 )
+from neardup.evaluation.minhash import MinHasher, SuperShingleConfig, super_shingles
 
 BATCH = 1000
 FEATURES = RECOMMENDED_FEATURES

@@ -52,8 +52,8 @@ def register(commands: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from dedup_worker.core import detectors, quality
     from dedup_worker.errors import ConfigError
+    from neardup.evaluation import detectors, quality
 
     try:
         specs = [detectors.parse_spec(s) for s in args.detector or DEFAULT_DETECTORS]
@@ -155,7 +155,7 @@ def _corpus_summary(path: Path, sets: Any, labels: Any) -> dict[str, Any]:
 
 
 def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
-    from dedup_worker.core import detectors, quality
+    from neardup.evaluation import detectors, quality
 
     matched = run.matched()
     summary: dict[str, Any] = {
@@ -276,7 +276,7 @@ def _plot_resemblance(plt: Any, path: Path, values: Any) -> None:
 
 
 def _plot_estimates(plt: Any, path: Path, verified: list[tuple[str, Any]], sets: Any) -> None:
-    from dedup_worker.core import quality
+    from neardup.evaluation import quality
 
     fig, axes = plt.subplots(1, len(verified), figsize=(5.5 * len(verified), 4.5), squeeze=False)
     for ax, (name, run) in zip(axes[0], verified, strict=True):
