@@ -54,7 +54,10 @@ def register(commands: Any) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from dedup_worker.errors import ConfigError
     from neardup.evaluation import detectors, quality
+    from neardup.extras import require_extra
 
+    if args.out and not args.no_plots:  # before the work, not after it
+        require_extra("report", "neardup eval's plots (or pass --no-plots)")
     try:
         specs = [detectors.parse_spec(s) for s in args.detector or DEFAULT_DETECTORS]
         ids, documents = load_corpus(args.corpus)
@@ -111,6 +114,9 @@ def load_corpus(path: Path) -> tuple[list[str], list[Any]]:
 
 
 def _load_html(root: Path) -> tuple[list[str], list[Any]]:
+    from neardup.extras import require_extra
+
+    require_extra("crawler", "neardup eval on a directory of HTML pages (text extraction)")
     from crawler.extract import extract
     from dedup_worker.core.simhash import Document
 
