@@ -173,6 +173,7 @@ class Worker:
     def _prefetch(self, batch: Batch) -> None:
         if len(batch.records) >= self.config.batch_max_records and not self._stop.is_set():
             self._next = self._prefetcher.submit(self._fetch)
+            self.metrics.prefetched_batches.inc()
 
     def _consumer_idle(self) -> None:
         """Wait for the prefetch to finish: from here this thread alone uses the consumer."""
