@@ -45,14 +45,16 @@ from neardup.stack import KafkaBroker, RedisServer
 logger = logging.getLogger(__name__)
 
 
-def page_bodies(count: int, checksums: bool = False) -> list[bytes]:
-    """``count`` distinct 900-word page messages (halves of corpus documents recombined).
+def page_bodies(count: int, checksums: bool = False, corpus: Path | None = None) -> list[bytes]:
+    """``count`` distinct page messages: halves of documents recombined. The documents are
+    synthetic 900-word Zipf texts (``_corpus``), or the texts of a JSONL corpus
+    (``--corpus``, e.g. ``tools/build_corpus.py``'s) to see the worker on real text.
 
     ``fetched_at`` is left as a ``%FETCHED%`` placeholder so the latency phase can stamp the
     send time without re-encoding the page. With ``checksums`` each page carries its
     ``checksum`` as the crawler sends it; without, the worker computes it (~16 us a page).
     """
-    docs = documents(max(200, count // 20))
+    docs = documents(max(200, count // 20)) if corpus is None else real_texts(corpus)
     halves = [(d[: len(d) // 2], d[len(d) // 2 :]) for d in docs]
     bodies = []
     for i in range(count):
@@ -73,6 +75,14 @@ def page_bodies(count: int, checksums: bool = False) -> list[bytes]:
             page["checksum"] = content_checksum(page["text"])
         bodies.append(json.dumps(page).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%'))
     return [b.encode() for b in bodies]
+
+
+def real_texts(path: Path) -> list[str]:
+    """The texts of a corpus file of ``{"text": ...}`` lines with 100 to 20,000 words (the
+    broker's default message limit is 1 MB)."""
+    with path.open(encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for line in lines if line.strip()]
+    return [t for t in texts if 100 <= len(t.split()) <= 20_000 and len(t) < 400_000]
 
 
 def stamp(body: bytes, at: float) -> bytes:
@@ -188,7 +198,7 @@ def throughput(
     broker: KafkaBroker, redis_url: str, args: Any, workdir: Path, run: int = 0
 ) -> float:
     pages, decisions = create_topics(broker, f"throughput{run}", args.partitions)
-    bodies = page_bodies(args.count, args.checksums)
+    bodies = page_bodies(args.count, args.checksums, args.corpus)
     producer = _producer(broker, linger_ms=20)
     for i, body in enumerate(bodies):
         producer.produce(pages, stamp(body, 1_000_000 + i / 1000), key_of(i))
@@ -231,7 +241,7 @@ def latency(
     pages, decisions = create_topics(broker, f"latency{run}", args.partitions)
     WARM_UNTIL[0] = float("inf")
     total = args.rate * (args.warmup + args.seconds)
-    bodies = page_bodies(total, args.checksums)
+    bodies = page_bodies(total, args.checksums, args.corpus)
     reader = decision_reader(broker, decisions, args.partitions)
     worker = start_worker(broker, redis_url, pages, decisions, args, workdir / f"latency{run}.log")
     delays: list[tuple[float, float]] = []  # (send -> decided_at, decided_at -> read)
@@ -354,6 +364,12 @@ def main() -> None:
         "--checksums",
         action="store_true",
         help="pages carry their checksum, as the crawler sends them (else the worker computes it)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="JSONL corpus whose texts make the pages (default: synthetic Zipf texts, the worst "
+        "case for simhash bucket skew: every page draws from one word distribution)",
     )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")

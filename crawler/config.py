@@ -1,12 +1,15 @@
 """The crawler's configuration: ``NEARDUP_*`` Scrapy settings, environment variables, seeds.
 
 The Kafka and Redis variables are the ones the dedup worker reads (``NEARDUP_KAFKA_BOOTSTRAP``,
-``NEARDUP_REDIS_URL``, ``NEARDUP_PAGES_TOPIC``, ``NEARDUP_DECISIONS_TOPIC``,
-``NEARDUP_PARTITIONS``, and the TLS/SASL/password settings of
+``NEARDUP_REDIS_URL``, ``NEARDUP_REDIS_CLUSTER``, ``NEARDUP_PAGES_TOPIC``,
+``NEARDUP_DECISIONS_TOPIC``, ``NEARDUP_PARTITIONS``, and the TLS/SASL/password settings of
 :class:`~dedup_worker.adapters.kafka.KafkaSecurity` and
 :class:`~dedup_worker.adapters.redis_client.RedisSecurity`, parsed by the same code), so one
-environment drives a whole deployment. Every option is also a Scrapy setting of the same name
-(``-s NEARDUP_CRAWL_ID=...``); a setting wins over the variable.
+environment drives a whole deployment. Every option is a Scrapy setting of the same name and an
+environment variable: a setting (``-s NEARDUP_CRAWL_ID=...``, or a line in a project's
+``settings.py``) wins over the variable, the variable over the default. :func:`crawl_config`
+reads them all once per crawler into one frozen :class:`CrawlConfig`; a bad value stops the
+crawl at start-up with a message naming the setting.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawler.urls import canonicalize_url, host_of
+from crawler.extract import ExtractOptions
+from crawler.urls import DEFAULT_DROP_PARAMS, canonicalize_url, host_of
 from dedup_worker import errors
 from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
@@ -29,15 +33,22 @@ logger = logging.getLogger(__name__)
 
 MEMORY = "memory"
 
-#: Settings that may come from the environment, with their defaults ("" = unset).
+#: Settings that may come from the environment, with their defaults ("" = unset). Every other
+#: ``NEARDUP_*`` crawler setting may too (see :func:`crawl_config`); these are the ones the
+#: worker and ``neardup crawl`` share.
 ENV_SETTINGS: dict[str, str] = {
     "NEARDUP_KAFKA_BOOTSTRAP": "",
     "NEARDUP_REDIS_URL": "",
+    "NEARDUP_REDIS_CLUSTER": "",
     "NEARDUP_PAGES_TOPIC": "pages",
     "NEARDUP_DECISIONS_TOPIC": "decisions",
     "NEARDUP_PARTITIONS": "4",
     "NEARDUP_CRAWL_ID": "",
 }
+
+#: The built-in extractors of ``NEARDUP_EXTRACTOR`` (anything else is a dotted path).
+FAST_EXTRACTOR = "fast"
+BS4_EXTRACTOR = "bs4"
 
 
 class ConfigError(errors.ConfigError, ValueError):
@@ -48,20 +59,26 @@ class ConfigError(errors.ConfigError, ValueError):
 
 @dataclass(frozen=True, repr=False)
 class CrawlConfig:
-    """What the pipeline, the scheduling extension and the seen filter need, validated.
-    Its ``repr`` shows no secret (nor a password in the Redis URL)."""
+    """What the neardup components of a crawler need, validated. Its ``repr`` shows no secret
+    (nor a password in the Redis URL)."""
 
     kafka_bootstrap: str = ""
     redis_url: str = ""
+    redis_cluster: bool = False
     pages_topic: str = "pages"
     decisions_topic: str = "decisions"
     partitions: int = 4
     crawl_id: str = ""
+    max_depth: int | None = None
+    max_pages: int | None = None
     max_inflight_bytes: int = 16 * 1024 * 1024
     max_message_bytes: int = 10 * 1024 * 1024
     decision_timeout: float = 120.0
     priority_levels: int = 100
     poll_interval: float = 0.05
+    extractor: str = FAST_EXTRACTOR
+    extract_options: ExtractOptions = field(default_factory=ExtractOptions)
+    item_verdict: bool = False
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     redis_security: RedisSecurity = field(default_factory=RedisSecurity)
 
@@ -70,8 +87,10 @@ class CrawlConfig:
         return (
             f"CrawlConfig(kafka={self.kafka().describe()} "
             f"redis={redact_url(self.redis_url) or '(memory)'}"
+            f"{' (cluster)' if self.redis_cluster else ''}"
             f"{f' ({redis_security})' if redis_security else ''} "
-            f"topics={self.pages_topic}->{self.decisions_topic} crawl_id={self.crawl_id!r})"
+            f"topics={self.pages_topic}->{self.decisions_topic} crawl_id={self.crawl_id!r} "
+            f"extractor={self.extractor})"
         )
 
     @property
@@ -88,25 +107,85 @@ class CrawlConfig:
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The ``NEARDUP_*`` settings taken from the environment (for ``crawler.settings``)."""
+    """The shared ``NEARDUP_*`` settings taken from the environment, with their defaults."""
     env = os.environ if environ is None else environ
     return {name: env.get(name, default) for name, default in ENV_SETTINGS.items()}
 
 
-def crawl_config(settings: Any) -> CrawlConfig:
-    """Build the validated config from Scrapy settings (``settings.get*`` interface)."""
+class _Read:
+    """One setting's value: the Scrapy setting if it is set (even to ""), else the environment
+    variable, else None. Typed readers name the setting in their errors."""
+
+    def __init__(self, settings: Any, environ: Mapping[str, str]) -> None:
+        self._settings = settings
+        self._environ = environ
+
+    def raw(self, name: str) -> Any:
+        if name in self._settings:
+            return self._settings.get(name)
+        return self._environ.get(name)
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.raw(name)
+        return default if value is None or str(value).strip() == "" else str(value).strip()
+
+    def number(self, name: str, default: float, kind: Callable[[Any], Any] = float) -> Any:
+        value = self.raw(name)
+        if value is None or value == "":
+            return default
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be a number, got {value!r}") from None
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None or value == "":
+            return default
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+    def names(self, name: str) -> list[str]:
+        value = self.raw(name)
+        if value is None or value == "":
+            return []
+        if isinstance(value, str):
+            return value.replace(",", " ").split()
+        return [str(item) for item in value]
+
+
+def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> CrawlConfig:
+    """Build the validated config from Scrapy settings (``settings.get`` and ``in``) and the
+    environment (``os.environ`` unless given)."""
+    read = _Read(settings, os.environ if environ is None else environ)
     config = CrawlConfig(
-        kafka_bootstrap=str(settings.get("NEARDUP_KAFKA_BOOTSTRAP") or "").strip(),
-        redis_url=str(settings.get("NEARDUP_REDIS_URL") or "").strip(),
-        pages_topic=str(settings.get("NEARDUP_PAGES_TOPIC") or "pages"),
-        decisions_topic=str(settings.get("NEARDUP_DECISIONS_TOPIC") or "decisions"),
-        partitions=settings.getint("NEARDUP_PARTITIONS", 4),
-        crawl_id=str(settings.get("NEARDUP_CRAWL_ID") or ""),
-        max_inflight_bytes=settings.getint("NEARDUP_MAX_INFLIGHT_BYTES", 16 * 1024 * 1024),
-        max_message_bytes=settings.getint("NEARDUP_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
-        decision_timeout=settings.getfloat("NEARDUP_DECISION_TIMEOUT", 120.0),
-        priority_levels=settings.getint("NEARDUP_PRIORITY_LEVELS", 100),
-        poll_interval=settings.getfloat("NEARDUP_POLL_INTERVAL", 0.05),
+        kafka_bootstrap=read.text("NEARDUP_KAFKA_BOOTSTRAP"),
+        redis_url=read.text("NEARDUP_REDIS_URL"),
+        redis_cluster=read.flag("NEARDUP_REDIS_CLUSTER", False),
+        pages_topic=read.text("NEARDUP_PAGES_TOPIC", "pages"),
+        decisions_topic=read.text("NEARDUP_DECISIONS_TOPIC", "decisions"),
+        partitions=read.number("NEARDUP_PARTITIONS", 4, int),
+        crawl_id=read.text("NEARDUP_CRAWL_ID"),
+        max_depth=optional_int(read.raw("NEARDUP_MAX_DEPTH"), "NEARDUP_MAX_DEPTH"),
+        max_pages=optional_int(read.raw("NEARDUP_MAX_PAGES"), "NEARDUP_MAX_PAGES", minimum=1),
+        max_inflight_bytes=read.number("NEARDUP_MAX_INFLIGHT_BYTES", 16 * 1024 * 1024, int),
+        max_message_bytes=read.number("NEARDUP_MAX_MESSAGE_BYTES", 10 * 1024 * 1024, int),
+        decision_timeout=read.number("NEARDUP_DECISION_TIMEOUT", 120.0),
+        priority_levels=read.number("NEARDUP_PRIORITY_LEVELS", 100, int),
+        poll_interval=read.number("NEARDUP_POLL_INTERVAL", 0.05),
+        extractor=read.text("NEARDUP_EXTRACTOR", FAST_EXTRACTOR),
+        extract_options=ExtractOptions(
+            include_alt_text=read.flag("NEARDUP_INCLUDE_ALT_TEXT", False),
+            respect_nofollow=read.flag("NEARDUP_RESPECT_NOFOLLOW", True),
+            drop_params=frozenset(read.names("NEARDUP_DROP_PARAMS") or DEFAULT_DROP_PARAMS),
+        ),
+        item_verdict=read.flag("NEARDUP_ITEM_VERDICT", False),
         kafka_security=KafkaSecurity.from_settings(_lookup(settings)),
         redis_security=RedisSecurity.from_settings(_lookup(settings)),
     )
@@ -133,6 +212,14 @@ def _validate(config: CrawlConfig) -> None:
         (config.decision_timeout > 0, "NEARDUP_DECISION_TIMEOUT must be > 0 seconds"),
         (1 <= config.priority_levels <= 10_000, "NEARDUP_PRIORITY_LEVELS must be 1..10000"),
         (config.poll_interval > 0, "NEARDUP_POLL_INTERVAL must be > 0 seconds"),
+        (
+            "{" not in config.crawl_id and "}" not in config.crawl_id,
+            "NEARDUP_CRAWL_ID must not contain '{' or '}' (it names Redis keys)",
+        ),
+        (
+            not config.redis_cluster or config.shared_seen,
+            "NEARDUP_REDIS_CLUSTER is set but NEARDUP_REDIS_URL names no Redis server",
+        ),
     ]
     for ok, message in checks:
         if not ok:

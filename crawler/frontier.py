@@ -1,24 +1,30 @@
 """Pure bookkeeping of decision-driven scheduling: no Scrapy, Kafka or Redis here.
 
-:class:`Ledger` tracks this process's pages from publication to decision, and the outlinks
-scheduled from each followed page until they are fetched, so that
+:class:`Ledger` tracks this process's pages from publication to decision, the requests their
+callbacks yielded (*held* until the decision), and the requests released from each followed
+page until they are fetched, so that
 
 - only decisions for pages this process published are applied (key: URL + fetch time);
 - duplicated decisions (the broker may redeliver, aborted transactions may show) change nothing,
   and a correction is final for its page: the contract's reading rule
   (:func:`dedup_worker.contract.reading.next_step`) says which decisions are new;
-- a correction drops the page's outlinks that are still waiting in the scheduler, unless another
-  followed page also wants them.
+- a decision that arrives while the page's callback is still yielding requests waits for the
+  last of them (the page is *collecting*), so a page's requests are judged together, once;
+- a correction drops the page's requests that are still waiting in the scheduler, unless
+  another followed page also wants them.
+
+Requests are opaque here (:class:`Held` carries the canonical URL and the request object).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import pickle
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.reading import PageKey, Standing, Step, next_step, page_key
@@ -29,6 +35,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "Action",
     "Claim",
+    "Held",
     "Ledger",
     "Outcome",
     "PageKey",
@@ -42,24 +49,41 @@ __all__ = [
 class Action(Enum):
     FOREIGN = "foreign"  # not a page of this process: ignored
     DUPLICATE = "duplicate"  # already applied (or overridden by a correction): ignored
-    FOLLOW = "follow"  # schedule ``links``
-    SUPPRESS = "suppress"  # do not follow; ``suppressed`` outlinks not scheduled
-    CORRECT = "correct"  # drop ``cancelled`` links not yet fetched
+    WAITING = "waiting"  # the page is still collecting its requests: applied when it closes
+    FOLLOW = "follow"  # release the page's ``held`` requests (those the judge follows)
+    SUPPRESS = "suppress"  # do not follow: the page's ``held`` requests are dropped
+    CORRECT = "correct"  # drop ``cancelled`` links not yet fetched (and anything still held)
 
 
 @dataclass(frozen=True)
+class Held:
+    """A request a callback yielded from a page, held until the page's decision."""
+
+    url: str  # canonical, the form a page's outlinks take
+    request: Any  # a scrapy.Request, opaque here
+
+
+@dataclass
 class Published:
+    """A page awaiting its decision."""
+
     depth: int
     outlinks: tuple[str, ...]
+    held: list[Held] = field(default_factory=list)
+    collecting: bool = False  # its callback may still yield requests
+    decision: Decision | None = None  # arrived while collecting: applied when it closes
 
 
 @dataclass(frozen=True)
 class Outcome:
     action: Action
     depth: int = 0
-    links: tuple[str, ...] = ()
-    suppressed: tuple[str, ...] = ()
-    cancelled: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()  # FOLLOW: the decision's outlinks (the ones to schedule)
+    suppressed: tuple[str, ...] = ()  # SUPPRESS, CORRECT of an awaiting page: its outlinks
+    cancelled: tuple[str, ...] = ()  # CORRECT of a followed page: released links to drop
+    decision: Decision | None = None
+    outlinks: tuple[str, ...] = ()  # the page's own outlinks, as published
+    held: tuple[Held, ...] = ()  # the requests its callback yielded
 
 
 class Claim(Enum):
@@ -69,8 +93,8 @@ class Claim(Enum):
 
 @dataclass
 class Ledger:
-    """Pages awaiting a decision, decided pages' standing decisions and pending links with
-    their sources."""
+    """Pages awaiting a decision with their held requests, decided pages' standing decisions,
+    and released links with the pages that want them."""
 
     awaiting: dict[PageKey, Published] = field(default_factory=dict)
     #: This process's pages: the standing decision of each, None while awaiting one.
@@ -84,39 +108,84 @@ class Ledger:
         """Published pages still waiting for their decision."""
         return len(self.awaiting)
 
-    def published(self, key: PageKey, depth: int, outlinks: tuple[str, ...]) -> None:
+    def published(
+        self, key: PageKey, depth: int, outlinks: tuple[str, ...], collecting: bool = False
+    ) -> None:
+        """A page goes to the broker; ``collecting``: its requests follow (:meth:`hold`),
+        then :meth:`close`."""
         if key not in self.pages:
-            self.awaiting[key] = Published(depth, outlinks)
+            self.awaiting[key] = Published(depth, outlinks, collecting=collecting)
             self.pages[key] = None
 
-    def publish_failed(self, key: PageKey) -> None:
-        """The page never reached the broker: no decision will come for it."""
-        if key in self.awaiting:
-            del self.awaiting[key]
-            del self.pages[key]
+    def hold(self, key: PageKey, held: Held) -> bool:
+        """Hold a request of a collecting page; False if the page is not awaiting a decision
+        (its publication failed): the caller lets the request through."""
+        page = self.awaiting.get(key)
+        if page is None or not page.collecting:
+            return False
+        page.held.append(held)
+        return True
+
+    def close(self, key: PageKey) -> Outcome | None:
+        """The page's callback yielded its last request: a decision that came meanwhile
+        applies now (its outcome), else the page waits for it (None)."""
+        page = self.awaiting.get(key)
+        if page is None or not page.collecting:
+            return None
+        page.collecting = False
+        if page.decision is None:
+            return None
+        del self.awaiting[key]
+        return self._decide(key, page, page.decision)
+
+    def publish_failed(self, key: PageKey) -> list[Held]:
+        """The page never reached the broker: no decision will come for it. Returns the
+        requests it held (the caller lets them through)."""
+        page = self.awaiting.pop(key, None)
+        if page is None:
+            return []
+        del self.pages[key]
+        page.collecting = False
+        return page.held
 
     def apply(self, decision: Decision) -> Outcome:
         key = page_key(decision)
         if key not in self.pages:
-            return Outcome(Action.FOREIGN)
+            return Outcome(Action.FOREIGN, decision=decision)
         held = self.pages[key]
         step = next_step(held, decision)
         if step is Step.REPEAT or (held is not None and held.corrects):
             # Nothing new, or a correction of a corrected page (to an earlier original):
             # its links were cancelled already.
-            return Outcome(Action.DUPLICATE)
+            return Outcome(Action.DUPLICATE, decision=decision)
         self.pages[key] = Standing.of(decision)
-        page = self.awaiting.pop(key, None)
-        if decision.corrects:
-            return self._correct(key, page)
-        assert page is not None  # FIRST of a non-correcting decision: the page was awaiting
-        if decision.follow_outlinks:
-            return Outcome(Action.FOLLOW, page.depth, tuple(decision.outlinks))
-        return Outcome(Action.SUPPRESS, page.depth, suppressed=page.outlinks)
+        page = self.awaiting.get(key)
+        if page is not None and page.collecting:
+            page.decision = decision  # the standing one: a correction replaces a first decision
+            return Outcome(Action.WAITING, decision=decision)
+        self.awaiting.pop(key, None)
+        if page is None:  # decided and closed already: only a correction gets here
+            return self._cancel(key, decision)
+        return self._decide(key, page, decision)
 
-    def _correct(self, key: PageKey, page: Published | None) -> Outcome:
-        if page is not None:  # the correction overtook the first decision
-            return Outcome(Action.CORRECT, page.depth, suppressed=page.outlinks)
+    def _decide(self, key: PageKey, page: Published, decision: Decision) -> Outcome:
+        held = tuple(page.held)
+        if decision.corrects:  # the correction overtook the first decision
+            return Outcome(
+                Action.CORRECT, page.depth, suppressed=page.outlinks, decision=decision,
+                outlinks=page.outlinks, held=held,
+            )  # fmt: skip
+        if decision.follow_outlinks:
+            return Outcome(
+                Action.FOLLOW, page.depth, tuple(decision.outlinks), decision=decision,
+                outlinks=page.outlinks, held=held,
+            )  # fmt: skip
+        return Outcome(
+            Action.SUPPRESS, page.depth, suppressed=page.outlinks, decision=decision,
+            outlinks=page.outlinks, held=held,
+        )  # fmt: skip
+
+    def _cancel(self, key: PageKey, decision: Decision) -> Outcome:
         cancelled = []
         for url in sorted(self._children.pop(key, set())):
             sources = self._sources.get(url)
@@ -127,7 +196,7 @@ class Ledger:
                 del self._sources[url]
                 self._cancelled.add(url)
                 cancelled.append(url)
-        return Outcome(Action.CORRECT, cancelled=tuple(cancelled))
+        return Outcome(Action.CORRECT, cancelled=tuple(cancelled), decision=decision)
 
     def claim(self, url: str, source: PageKey) -> Claim:
         """Record that ``source`` wants ``url``; PENDING if it already waits in the scheduler."""
@@ -189,35 +258,30 @@ class ResumeState:
     """What a crawl stopped with ``JOBDIR`` needs to go on (Scrapy keeps the request queue).
 
     ``awaiting``: pages published without a decision yet, re-read from ``offsets`` of
-    ``decisions``; ``deferred``: links over the ``max_pages`` budget, still claimed in the seen
-    set, scheduled first when the crawl resumes; ``scheduled``: the budget already spent.
+    ``decisions`` (url, fetched_at, depth, outlinks), and ``held``, the requests each of them
+    held (serialised requests, in the same order); ``deferred``: serialised requests over the
+    ``NEARDUP_MAX_PAGES`` budget, still claimed in the seen set, scheduled first when the crawl
+    resumes; ``scheduled``: the budget already spent. Saved with pickle, as Scrapy saves the
+    request queue of the same ``JOBDIR``.
     """
 
     offsets: dict[int, int] = field(default_factory=dict)
     awaiting: list[tuple[str, float, int, tuple[str, ...]]] = field(default_factory=list)
-    deferred: list[tuple[str, int, int]] = field(default_factory=list)
+    deferred: list[Any] = field(default_factory=list)
     scheduled: int = 0
+    held: list[list[Any]] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
-        body = {
-            "offsets": {str(p): o for p, o in self.offsets.items()},
-            "awaiting": [[u, t, d, list(links)] for u, t, d, links in self.awaiting],
-            "deferred": [list(item) for item in self.deferred],
-            "scheduled": self.scheduled,
-        }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body), encoding="utf-8")
+        tmp.write_bytes(pickle.dumps(self, protocol=4))
         tmp.replace(path)  # atomic: a crash while saving leaves the previous state
 
     @classmethod
     def load(cls, path: Path) -> ResumeState | None:
         if not path.exists():
             return None
-        body = json.loads(path.read_text(encoding="utf-8"))
-        return cls(
-            offsets={int(p): int(o) for p, o in body["offsets"].items()},
-            awaiting=[(u, float(t), int(d), tuple(links)) for u, t, d, links in body["awaiting"]],
-            deferred=[(u, int(d), int(p)) for u, d, p in body["deferred"]],
-            scheduled=int(body["scheduled"]),
-        )
+        state = pickle.loads(path.read_bytes())  # our own JOBDIR file, as Scrapy's queues
+        if not isinstance(state, cls):
+            raise ValueError(f"{path} is not a neardup resume state")
+        return state

@@ -1,12 +1,21 @@
-"""Item pipeline: every fetched page goes to the ``pages`` topic, keyed by host.
+"""Item pipeline entry of neardup: the producer of the ``pages`` topic, keyed by host.
 
-Back-pressure: the pipeline awaits room under ``NEARDUP_MAX_INFLIGHT_BYTES`` of unacknowledged
-messages before producing. While it waits, the item stays in Scrapy's scraper slot, which makes
-the engine stop starting downloads: a slow broker slows the crawl instead of filling memory.
+The pages are not items: the spider middleware (:mod:`crawler.middleware`) extracts one from
+every HTML response and hands it to :meth:`KafkaPagePipeline.publish`; the spider's own items
+pass through :meth:`~KafkaPagePipeline.process_item` unchanged, and none of the user's
+pipelines or feeds ever sees a page. The producer lives in a pipeline for its lifecycle:
+``open_spider`` runs before the first request, and a failure there stops the crawl (refused
+credentials or TLS, with the settings to fix); ``close_spider`` runs after the last item, when
+nothing more can be published.
 
-Two signals tell the scheduling extension about publication: :data:`page_publishing` right
-before the message is produced (its decision cannot arrive earlier), and
-:data:`page_publish_failed` when the broker never acknowledged it (no decision will come).
+Back-pressure: :meth:`~KafkaPagePipeline.publish` awaits room under
+``NEARDUP_MAX_INFLIGHT_BYTES`` of unacknowledged messages before producing. While it waits, the
+response stays in Scrapy's scraper slot, which makes the engine stop starting downloads: a slow
+broker slows the crawl instead of filling memory.
+
+Two signals tell other components about publication: :data:`page_publishing` right before the
+message is produced (its decision cannot arrive earlier), and :data:`page_publish_failed` when
+the broker never acknowledged it (no decision will come).
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThread
 
-from crawler.config import crawl_config
+from crawler.session import NeardupSession
 from dedup_worker.adapters.kafka import (
     DeliveryCallback,
     PagePublisher,
@@ -28,6 +37,7 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
 )
 from dedup_worker.contract.messages import Page
+from dedup_worker.contract.reading import PageKey
 from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
@@ -41,19 +51,24 @@ FLUSH_TIMEOUT = 30.0
 
 
 class KafkaPagePipeline:
-    """Publishes :class:`~dedup_worker.contract.messages.Page` items; other items pass through."""
+    """Publishes the pages the spider middleware extracts; items pass through unchanged."""
 
-    def __init__(self, crawler: Any) -> None:
+    def __init__(self, crawler: Any, session: NeardupSession) -> None:
         self.crawler = crawler
-        self.config = crawl_config(crawler.settings)
+        self.session = session
+        self.config = session.config
         self.stats = crawler.stats
         self.publisher: PagePublisher | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
-        if not crawl_config(crawler.settings).publishing:
+        session = NeardupSession.of(crawler)
+        if not session.config.publishing:
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: pages are not published")
-        return cls(crawler)
+        session.check_components()
+        pipeline = cls(crawler, session)
+        session.publisher = pipeline
+        return pipeline
 
     async def open_spider(self) -> None:
         # Imported here: importing the reactor at module level would install the default one
@@ -81,22 +96,31 @@ class KafkaPagePipeline:
         )
         logger.info("publishing pages to %s on %s", config.pages_topic, kafka.describe())
 
-    async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, Page) or self.publisher is None:
-            return item
-        payload = item.to_json()
+    def process_item(self, item: Any) -> Any:
+        return item
+
+    async def publish(self, page: Page) -> bool:
+        """Produce ``page`` (waiting for room first) and register it with the link scheduler;
+        False if it is not published (too large, or the publisher is closed)."""
+        payload = page.to_json()
         if len(payload) > self.config.max_message_bytes:
             self.stats.inc_value("dedup/pages_too_large")
             logger.warning(
-                "not publishing %s: %d bytes > NEARDUP_MAX_MESSAGE_BYTES", item.url, len(payload)
+                "not publishing %s: %d bytes > NEARDUP_MAX_MESSAGE_BYTES", page.url, len(payload)
             )
-            return item
+            return False
+        if self.publisher is None:
+            return False
         await self._room(len(payload))
-        self.crawler.signals.send_catch_log(page_publishing, page=item)
-        self.publisher.send(item.host.encode("utf-8"), payload, self._on_delivery(item))
+        publisher = self.publisher
+        if publisher is None:  # closed while we waited
+            return False
+        key = self.session.links.published(page)
+        self.crawler.signals.send_catch_log(page_publishing, page=page)
+        publisher.send(page.host.encode("utf-8"), payload, self._on_delivery(page, key))
         self.stats.inc_value("dedup/pages_published")
         self.stats.inc_value("dedup/bytes_published", len(payload))
-        return item
+        return True
 
     async def _room(self, size: int) -> None:
         assert self.publisher is not None
@@ -107,7 +131,7 @@ class KafkaPagePipeline:
             self.stats.inc_value("dedup/publish_backpressure_waits")
             self.stats.inc_value("dedup/publish_backpressure_seconds", waited)
 
-    def _on_delivery(self, page: Page) -> DeliveryCallback:
+    def _on_delivery(self, page: Page, key: PageKey) -> DeliveryCallback:
         def done(error: NeardupError | None) -> None:
             if error is None:
                 self.stats.inc_value("dedup/pages_acknowledged")
@@ -115,12 +139,13 @@ class KafkaPagePipeline:
             self.stats.inc_value("dedup/publish_errors")
             self.stats.inc_value(f"dedup/publish_errors/{type(error).__name__}")
             logger.error(
-                "page %s was not delivered to %s: %s: %s",
+                "page %s was not delivered to %s: %s: %s (its requests go out undecided)",
                 page.url,
                 self.config.pages_topic,
                 type(error).__name__,
                 error,
             )
+            self.session.links.publish_failed(key)
             self.crawler.signals.send_catch_log(page_publish_failed, page=page, error=error)
 
         return done

@@ -7,8 +7,6 @@ overridden with ``scrapy crawl neardup -s NAME=VALUE``.
 
 from __future__ import annotations
 
-from crawler.config import env_settings
-
 BOT_NAME = "neardup"
 SPIDER_MODULES = ["crawler.spider"]
 NEWSPIDER_MODULE = "crawler"
@@ -43,29 +41,14 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 LOG_LEVEL = "INFO"
 
-# ---- neardup components ----------------------------------------------------------------------
-DUPEFILTER_CLASS = "crawler.seen.SeenFilter"
+# ---- neardup components (the same lines add neardup to any Scrapy project) --------------------
+SPIDER_MIDDLEWARES = {"crawler.middleware.NeardupSpiderMiddleware": 100}
 ITEM_PIPELINES = {"crawler.pipelines.KafkaPagePipeline": 300}
 EXTENSIONS = {"crawler.scheduling.DecisionScheduler": 500}
+DUPEFILTER_CLASS = "crawler.dupefilter.SeenFilter"
 # Scrapy's HTTP/1.1 handler plus a last-moment check for links cancelled by a correction.
 DOWNLOAD_HANDLERS = {
-    "http": "crawler.scheduling.CancellableDownloadHandler",
-    "https": "crawler.scheduling.CancellableDownloadHandler",
+    "http": "crawler.download_handler.CancellableDownloadHandler",
+    "https": "crawler.download_handler.CancellableDownloadHandler",
 }
-
-# ---- neardup options (environment first; see crawler.config) ---------------------------------
-_env = env_settings()
-NEARDUP_KAFKA_BOOTSTRAP = _env["NEARDUP_KAFKA_BOOTSTRAP"]
-NEARDUP_REDIS_URL = _env["NEARDUP_REDIS_URL"]
-NEARDUP_PAGES_TOPIC = _env["NEARDUP_PAGES_TOPIC"]
-NEARDUP_DECISIONS_TOPIC = _env["NEARDUP_DECISIONS_TOPIC"]
-NEARDUP_PARTITIONS = _env["NEARDUP_PARTITIONS"]
-NEARDUP_CRAWL_ID = _env["NEARDUP_CRAWL_ID"]
-NEARDUP_MAX_DEPTH = ""  # empty: unlimited (spider argument max_depth wins)
-NEARDUP_MAX_PAGES = ""  # empty: unlimited (spider argument max_pages wins)
-NEARDUP_MAX_INFLIGHT_BYTES = 16 * 1024 * 1024
-NEARDUP_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
-NEARDUP_DECISION_TIMEOUT = 120.0
-NEARDUP_PRIORITY_LEVELS = 100
-NEARDUP_INCLUDE_ALT_TEXT = False
-NEARDUP_RESPECT_NOFOLLOW = True
+# NEARDUP_* options come from the environment or -s NAME=VALUE (see crawler.config).

@@ -1,9 +1,12 @@
-"""The ``neardup`` spider: fetch, extract, publish; never follow a link by itself.
+"""The ``neardup`` spider: seeds in, every outlink of every page yielded, nothing else.
 
-Its callback turns an HTML response into a :class:`~dedup_worker.contract.messages.Page` item
-(visible text, title, canonical outlinks, depth, requested vs final URL). Which outlinks get
-fetched is decided by the dedup worker and applied by :mod:`crawler.scheduling`, which builds
-its requests with :meth:`NeardupSpider.page_request`.
+It is a thin user of the components any Scrapy project adds (README, "Add neardup to your Scrapy
+project"): the spider middleware extracts and publishes each HTML response and holds the
+requests this callback yields until the page's decision; the link scheduler releases them for
+a new page and drops them for a duplicate. The callback yields one request per canonical outlink
+of the page, as the middleware extracted it (:meth:`NeardupSession.page_of`), except those the
+crawl is known to have claimed already (:meth:`LinkScheduler.unclaimed`: a site's navigation
+links, repeated on every page, would cost a request object each only to be filtered).
 
 Arguments (``scrapy crawl neardup -a name=value``): ``seeds`` (comma/space separated URLs),
 ``seed_file`` (one URL per line), ``allowed_domains`` (default: the seeds' hosts),
@@ -14,7 +17,6 @@ empty means unlimited).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Self
 
@@ -23,16 +25,13 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
 from crawler.config import ConfigError, optional_int, parse_domains, parse_seeds
-from crawler.extract import DEFAULT_OPTIONS, ExtractOptions, extract
-from crawler.urls import DEFAULT_DROP_PARAMS, host_of
-from dedup_worker.contract.messages import Page
-from dedup_worker.core.text import content_checksum
+from crawler.pages import is_html_type
+from crawler.session import NeardupSession
 
 logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of the spider's own page requests (robots.txt requests lack it).
 PAGE_META = "neardup_page"
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 SEED_PRIORITY = 10_000  # seeds go before any decision-scheduled link
 
 
@@ -55,23 +54,15 @@ class NeardupSpider(scrapy.Spider):
         self.allowed_domains = parse_domains(allowed_domains, self.seeds)
         self.max_depth = optional_int(max_depth, "max_depth")
         self.max_pages = optional_int(max_pages, "max_pages", minimum=1)
-        self.extract_options: ExtractOptions = DEFAULT_OPTIONS
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Self:
         spider: Self = super().from_crawler(crawler, *args, **kwargs)
-        settings = crawler.settings
+        config = NeardupSession.of(crawler).config
         if spider.max_depth is None:
-            spider.max_depth = optional_int(settings.get("NEARDUP_MAX_DEPTH"), "NEARDUP_MAX_DEPTH")
+            spider.max_depth = config.max_depth
         if spider.max_pages is None:
-            spider.max_pages = optional_int(
-                settings.get("NEARDUP_MAX_PAGES"), "NEARDUP_MAX_PAGES", minimum=1
-            )
-        spider.extract_options = ExtractOptions(
-            include_alt_text=settings.getbool("NEARDUP_INCLUDE_ALT_TEXT", False),
-            respect_nofollow=settings.getbool("NEARDUP_RESPECT_NOFOLLOW", True),
-            drop_params=frozenset(settings.getlist("NEARDUP_DROP_PARAMS") or DEFAULT_DROP_PARAMS),
-        )
+            spider.max_pages = config.max_pages
         crawler.signals.connect(spider.headers_received, signal=signals.headers_received)
         spider.logger.info(
             "seeds %s, allowed domains %s, max depth %s, max pages %s",
@@ -86,9 +77,9 @@ class NeardupSpider(scrapy.Spider):
         for url in self.seeds:
             yield self.page_request(url, depth=0, priority=SEED_PRIORITY)
 
-    def page_request(self, url: str, depth: int, priority: int, **meta: Any) -> scrapy.Request:
-        """A page fetch whose response becomes a Page item (callbacks are spider methods, so
-        requests survive JOBDIR serialisation)."""
+    def page_request(self, url: str, depth: int, priority: int = 0, **meta: Any) -> scrapy.Request:
+        """A page fetch (callbacks are spider methods, so requests survive JOBDIR
+        serialisation)."""
         return scrapy.Request(
             url,
             callback=self.parse,
@@ -102,34 +93,13 @@ class NeardupSpider(scrapy.Spider):
         if request.meta.get(PAGE_META) and not is_html_type(headers.get(b"Content-Type")):
             raise StopDownload(fail=False)
 
-    def parse(self, response: Any) -> Iterator[Page]:
-        stats = self.crawler.stats
-        if not is_html_type(response.headers.get(b"Content-Type"), response):
-            stats.inc_value("dedup/non_html_skipped")
+    def parse(self, response: Any) -> Iterator[scrapy.Request]:
+        session = NeardupSession.of(self.crawler)
+        page = session.page_of(response)
+        if page is None:  # not HTML, or its extraction failed (both counted)
             return
-        page = self.page_from(response)
-        stats.inc_value("dedup/pages_fetched")
-        stats.inc_value("dedup/html_bytes", len(response.body))
-        yield page
-
-    def page_from(self, response: Any) -> Page:
-        content_type = response.headers.get(b"Content-Type") or b""
-        declared = content_type.decode("latin-1") or None
-        extracted = extract(response.body, response.url, declared, self.extract_options)
-        redirects = response.request.meta.get("redirect_urls") or [response.url]
-        return Page(
-            url=response.url,
-            host=host_of(response.url),
-            fetched_at=time.time(),
-            text=extracted.text,
-            requested_url=redirects[0],
-            status=response.status,
-            content_type=declared or "text/html",
-            title=extracted.title,
-            outlinks=extracted.outlinks,
-            depth=int(response.meta.get("depth", 0)),
-            checksum=content_checksum(extracted.text),
-        )
+        for url in session.links.unclaimed(page.outlinks):
+            yield self.page_request(url, page.depth + 1)
 
     def on_error(self, failure: Any) -> None:
         request = getattr(failure, "request", None)
@@ -140,11 +110,3 @@ class NeardupSpider(scrapy.Spider):
             return
         self.crawler.stats.inc_value("dedup/fetch_errors")
         self.logger.info("fetch failed: %s: %s", url, failure.getErrorMessage())
-
-
-def is_html_type(content_type: bytes | None, response: Any = None) -> bool:
-    """True for an HTML media type; with no Content-Type, whatever Scrapy sniffed."""
-    if not content_type:
-        return response is None or isinstance(response, scrapy.http.HtmlResponse)
-    media = content_type.split(b";", 1)[0].strip().lower().decode("latin-1")
-    return media in HTML_TYPES

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from neardup.commands import batch as batch_commands
 from neardup.commands import crawl as crawl_commands
+from neardup.commands import demo as demo_commands
 from neardup.commands import evaluate as evaluate_commands
 from neardup.commands import report as report_commands
 from neardup.commands import stack as stack_commands
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     crawl_commands.register(commands)
+    demo_commands.register(commands)
     batch_commands.register(commands)
     evaluate_commands.register(commands)
     stack_commands.register(commands)

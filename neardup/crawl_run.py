@@ -6,6 +6,10 @@ topics, a decisions recorder (positioned at the topic's end *before* the crawl, 
 run's decisions land in ``--out``), N ``dedup-worker`` processes and the spider (``scrapy crawl
 neardup``). The spider closes when no decision is owed; the recorder then drains to the
 topic's end and the workers are stopped with SIGTERM (they finish their batch and commit).
+
+Children run on this interpreter (``sys.executable -m ...``), never looked up on ``PATH``: an
+unactivated virtualenv, a pipx install or a system install all start the workers and the spider
+of the same installation as the ``neardup`` command itself.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -38,6 +43,8 @@ from neardup.summary import CrawlSummary, suppressed_links
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 2.0
+#: A dedup worker, on this interpreter (the ``dedup-worker`` console script's module).
+_WORKER_ARGV = [sys.executable, "-m", "dedup_worker.worker.main"]
 
 
 class CrawlError(NeardupError):
@@ -56,6 +63,13 @@ class CrawlOptions:
     crawl_id: str = ""
     partitions: int = 4
     progress: bool = True
+    #: The environment the crawl reads its services from and hands its children (default: this
+    #: process's). ``neardup demo`` passes one without ``NEARDUP_*``, so it always runs on a
+    #: fresh embedded stack.
+    environment: Mapping[str, str] | None = None
+
+    def base_environment(self) -> dict[str, str]:
+        return dict(os.environ if self.environment is None else self.environment)
 
 
 class Tally:
@@ -118,7 +132,7 @@ class CrawlRun:
     def run(self) -> int:
         from neardup.stack import EmbeddedStack
 
-        bootstrap, redis_url = _external_services()
+        bootstrap, redis_url = _external_services(self.options.base_environment())
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
         stack = None if bootstrap else EmbeddedStack(self.options.state_dir / "stack").start()
         try:
@@ -144,7 +158,7 @@ class CrawlRun:
             for number in range(self.options.workers):
                 # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
                 worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
-                self.children.append(self._spawn(["dedup-worker"], worker_env, f"worker-{number}"))
+                self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
             spider = self._spawn(self._spider_argv(), env, "spider")
             self.children.append(spider)
             code = self._wait(spider)
@@ -153,7 +167,7 @@ class CrawlRun:
         return code
 
     def _env(self, bootstrap: str, redis_url: str) -> dict[str, str]:
-        env = dict(os.environ)
+        env = self.options.base_environment()
         env.update(
             NEARDUP_KAFKA_BOOTSTRAP=bootstrap,
             NEARDUP_REDIS_URL=redis_url,
@@ -260,9 +274,9 @@ def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
             os.killpg(child.pid, sig)
 
 
-def _external_services() -> tuple[str, str]:
-    bootstrap = os.environ.get("NEARDUP_KAFKA_BOOTSTRAP", "")
-    redis_url = os.environ.get("NEARDUP_REDIS_URL", "")
+def _external_services(environment: Mapping[str, str]) -> tuple[str, str]:
+    bootstrap = environment.get("NEARDUP_KAFKA_BOOTSTRAP", "")
+    redis_url = environment.get("NEARDUP_REDIS_URL", "")
     if bool(bootstrap) != bool(redis_url):
         raise CrawlError(
             "set both NEARDUP_KAFKA_BOOTSTRAP and NEARDUP_REDIS_URL to use your own services, "

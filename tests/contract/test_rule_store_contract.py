@@ -265,9 +265,9 @@ def test_an_unreachable_redis_is_reported_as_unavailable() -> None:
 
 @pytest.fixture(scope="module")
 def site_truth() -> Any:
-    from sites.server import ADDRESSES
-    from sites.subtrees import build_subtree_site
-    from sites.truth import subtree_truth
+    from neardup.demo.server import ADDRESSES
+    from neardup.demo.subtrees import build_subtree_site
+    from neardup.demo.truth import subtree_truth
 
     base = {host: f"http://{ip}:8000" for host, ip in ADDRESSES.items()}
     return subtree_truth(build_subtree_site(), base)

@@ -1,1 +1,1 @@
-"""The local multi-host test site with planted near-duplicates (see planted.py)."""
+"""Test-only helpers around the demo sites (``neardup.demo``): the rules' crawl simulation."""

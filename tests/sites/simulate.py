@@ -25,7 +25,7 @@ from crawler.rules.learning import check_outcome
 from crawler.rules.policy import DEFAULT_POLICY, RulePolicy, stable_fraction
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore, RuleStore
-from sites.truth import Truth
+from neardup.demo.truth import Truth
 
 
 @dataclass

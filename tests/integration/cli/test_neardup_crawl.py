@@ -1,5 +1,9 @@
 """Issue 5 acceptance: ``neardup crawl`` with no configuration runs a whole crawl on the embedded
-stack against a local site, writes decisions, and leaves nothing running; Ctrl-C stops all."""
+stack against a local site, writes decisions, and leaves nothing running; Ctrl-C stops all.
+
+Every test runs the console script by its absolute path with a ``PATH`` that lacks the
+virtualenv (issue 14: an unactivated venv, pipx or a system install must work): the workers and
+the spider are started through the running interpreter, never looked up on ``PATH``."""
 
 from __future__ import annotations
 
@@ -7,18 +11,19 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from sites.manifest import manifest
-from sites.planted import build_site
-from sites.server import SiteServer
 
 from dedup_worker.contract.messages import Decision, decode_decision
 from dedup_worker.contract.reading import fold_decisions
+from neardup.demo.manifest import manifest
+from neardup.demo.planted import build_site
+from neardup.demo.server import SiteServer
 
 pytestmark = pytest.mark.integration
 
@@ -40,9 +45,21 @@ def _final(path: Path) -> dict[str, Decision]:
     return by_url
 
 
+#: The ``neardup`` console script of this installation, run by absolute path.
+NEARDUP = Path(sys.executable).parent / "neardup"
+
+
 def _clean_env() -> dict[str, str]:
+    """No NEARDUP_* variables, and a PATH without this installation's scripts (nor any
+    dedup-worker or scrapy of another one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     env["SCRAPY_SETTINGS_MODULE"] = "crawler.settings"
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        d for d in env.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "dedup-worker").exists() and not (Path(d) / "scrapy").exists()
+    )  # fmt: skip
+    assert shutil.which("dedup-worker", path=env["PATH"]) is None
     return env
 
 
@@ -54,10 +71,10 @@ def _descendants(pid: int) -> set[psutil.Process]:
 
 
 def _run(argv: list[str], tmp_path: Path) -> tuple[subprocess.Popen[str], set[psutil.Process]]:
-    exe = shutil.which("neardup")
-    assert exe, "the neardup console script is installed"
+    assert NEARDUP.exists(), "the neardup console script is installed"
     proc = subprocess.Popen(
-        [exe, *argv, "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "d.jsonl")],
+        [str(NEARDUP), *argv, "--state-dir", str(tmp_path / "state"),
+         "--out", str(tmp_path / "d.jsonl")],
         env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     return proc, set()
@@ -118,10 +135,8 @@ def test_crawl_uses_the_services_named_by_the_environment(
     env["NEARDUP_KAFKA_BOOTSTRAP"] = kafka_broker.bootstrap  # type: ignore[attr-defined]
     env["NEARDUP_REDIS_URL"] = redis_server.url  # type: ignore[attr-defined]
     env["NEARDUP_CRAWL_ID"] = f"external-{time.time_ns()}"
-    exe = shutil.which("neardup")
-    assert exe
     proc = subprocess.Popen(
-        [exe, "crawl", truth["seeds"]["main"], "--workers", "1", "--max-pages", "5",
+        [str(NEARDUP), "crawl", truth["seeds"]["main"], "--workers", "1", "--max-pages", "5",
          "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "d.jsonl")],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -141,10 +156,8 @@ def test_crawl_uses_the_services_named_by_the_environment(
 def test_only_one_service_variable_is_a_clear_error(tmp_path: Path) -> None:
     env = _clean_env()
     env["NEARDUP_KAFKA_BOOTSTRAP"] = "127.0.0.1:1"
-    exe = shutil.which("neardup")
-    assert exe
     out = subprocess.run(
-        [exe, "crawl", "http://127.0.0.2/", "--state-dir", str(tmp_path)],
+        [str(NEARDUP), "crawl", "http://127.0.0.2/", "--state-dir", str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode == 1

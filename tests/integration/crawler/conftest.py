@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from crawl_helpers import Env
-from sites.planted import build_site
-from sites.server import SiteServer
 
+from neardup.demo.planted import build_site
+from neardup.demo.server import SiteServer
 from neardup.stack import KafkaBroker, RedisServer
 
 

@@ -47,14 +47,29 @@ class Env:
             command += ["-s", f"{key}={value}"]
         return self._spawn(command, name, {})
 
+    def project_crawler(
+        self, name: str, project: Path, spider: str, *args: str, items: Path, **settings: str
+    ) -> subprocess.Popen[bytes]:
+        """``scrapy crawl SPIDER -O ITEMS`` of another Scrapy project (its ``scrapy.cfg`` in
+        ``project``), with this crawl's ``NEARDUP_*`` environment."""
+        command = [sys.executable, "-m", "scrapy", "crawl", spider, "-O", str(items)]
+        for arg in args:
+            command += ["-a", arg]
+        for key, value in settings.items():
+            command += ["-s", f"{key}={value}"]
+        return self._spawn(command, name, {}, cwd=project)
+
     def _spawn(
-        self, command: list[str], name: str, extra: dict[str, str]
+        self, command: list[str], name: str, extra: dict[str, str], cwd: Path = REPO
     ) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
+        env = {**os.environ, **self.vars, **extra}
+        if cwd != REPO:
+            env.pop("SCRAPY_SETTINGS_MODULE", None)  # the project's scrapy.cfg names its own
         process = subprocess.Popen(
             command,
-            cwd=REPO,
-            env={**os.environ, **self.vars, **extra},
+            cwd=cwd,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )

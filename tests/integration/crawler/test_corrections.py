@@ -16,12 +16,12 @@ import time
 import pytest
 import redis
 from crawl_helpers import Env, stats_line, wait_all
-from sites.manifest import manifest
-from sites.server import SiteServer
 
 from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
 from dedup_worker.adapters.kafka import KafkaSettings, Sender, TopicReader
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
+from neardup.demo.manifest import manifest
+from neardup.demo.server import SiteServer
 from neardup.stack import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -110,7 +110,7 @@ def test_a_correction_drops_the_links_still_waiting(
     articles = [u for u in truth["unique"] if "/articles/" in u and u.count("/") == 4]
     claimed = [redis_client.sismember(key, url_fingerprint(u)) for u in articles]
     assert sum(claimed) == len(fetched)  # the cancelled ones were released
-    in_flight = RedisSeenStore(redis_client, key).in_flight()
+    in_flight = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"]).in_flight()
     assert in_flight == (0, 0), in_flight  # what went out or was cancelled left the sets
     assert "'finish_reason': 'finished'" in log
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 from crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
-from sites.manifest import manifest
-from sites.server import SiteServer
 
 from dedup_worker.contract.messages import decode_page
+from neardup.demo.manifest import manifest
+from neardup.demo.server import SiteServer
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
-from sites.manifest import manifest
-from sites.server import SiteServer
+
+from neardup.demo.manifest import manifest
+from neardup.demo.server import SiteServer
 
 pytestmark = pytest.mark.integration
 

@@ -22,11 +22,11 @@ from security_helpers import (
     no_secret_in,
     read_text,
 )
-from sites.manifest import manifest
-from sites.planted import build_site
-from sites.server import SiteServer
 
 from dedup_worker.contract.messages import decode_decision
+from neardup.demo.manifest import manifest
+from neardup.demo.planted import build_site
+from neardup.demo.server import SiteServer
 from neardup.stack import KafkaBroker
 
 pytestmark = pytest.mark.integration

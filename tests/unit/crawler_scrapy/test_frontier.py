@@ -10,6 +10,7 @@ import pytest
 from crawler.frontier import (
     Action,
     Claim,
+    Held,
     Ledger,
     PageKey,
     ResumeState,
@@ -111,6 +112,43 @@ def test_a_cancelled_link_is_revived_by_a_later_source() -> None:
     assert ledger.start_fetch("http://x/1")
 
 
+def test_held_requests_go_with_the_decision() -> None:
+    ledger = Ledger()
+    ledger.published(A, 1, ("http://x/1", "http://x/2"), collecting=True)
+    assert ledger.hold(A, Held("http://x/1", "request-1"))
+    assert ledger.hold(A, Held("http://api/3", "request-3"))
+    assert ledger.close(A) is None  # no decision yet: the page waits for it
+    assert not ledger.hold(A, Held("http://x/2", "late"))  # closed: nothing more is held
+    outcome = ledger.apply(decision(A, links=("http://x/1", "http://x/2")))
+    assert outcome.action is Action.FOLLOW
+    assert [h.request for h in outcome.held] == ["request-1", "request-3"]
+    assert outcome.outlinks == ("http://x/1", "http://x/2")
+
+
+def test_a_decision_that_overtakes_the_callback_applies_when_the_page_closes() -> None:
+    ledger = Ledger()
+    ledger.published(A, 0, ("http://x/1",), collecting=True)
+    ledger.hold(A, Held("http://x/1", "first"))
+    assert ledger.apply(decision(A, links=("http://x/1",))).action is Action.WAITING
+    # A correction while the callback still yields replaces the first decision.
+    assert ledger.apply(decision(A, follow=False, corrects=True)).action is Action.WAITING
+    ledger.hold(A, Held("http://x/2", "second"))
+    outcome = ledger.close(A)
+    assert outcome is not None and outcome.action is Action.CORRECT
+    assert [h.request for h in outcome.held] == ["first", "second"]
+    assert ledger.outstanding == 0
+    assert ledger.apply(decision(A, links=("http://x/1",))).action is Action.DUPLICATE
+
+
+def test_publish_failure_returns_the_held_requests() -> None:
+    ledger = Ledger()
+    ledger.published(A, 0, (), collecting=True)
+    ledger.hold(A, Held("http://x/1", "r"))
+    assert [h.request for h in ledger.publish_failed(A)] == ["r"]
+    assert not ledger.hold(A, Held("http://x/2", "r2"))  # the caller lets it through
+    assert ledger.close(A) is None and ledger.outstanding == 0
+
+
 def test_publish_failure_forgets_the_page() -> None:
     ledger = Ledger()
     ledger.published(A, 0, ())
@@ -143,7 +181,11 @@ def test_domain_rule_matches_scrapy_offsite() -> None:
 
 def test_resume_state_round_trips(tmp_path: Path) -> None:
     state = ResumeState(
-        {0: 5, 1: 7}, [("http://a/", 1.5, 2, ("http://a/x",))], [("http://a/y", 3, 95)], 12
+        {0: 5, 1: 7},
+        [("http://a/", 1.5, 2, ("http://a/x",))],
+        [{"url": "http://a/y", "priority": 95}],
+        12,
+        [[{"url": "http://a/x", "body": b"", "_neardup_url": "http://a/x"}]],
     )
     state.save(tmp_path / "job" / "state.json")
     assert ResumeState.load(tmp_path / "job" / "state.json") == state

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from crawler.seen import CrawlSeen, MemorySeenStore, seen_key, url_fingerprint
+import pytest
+
+from crawler.seen import CrawlSeen, MemorySeenStore, legacy_seen_key, seen_key, url_fingerprint
+from dedup_worker.errors import ConfigError
 
 
 def test_fingerprint_is_pinned() -> None:
@@ -35,7 +38,11 @@ def test_method_and_body_count_only_beyond_plain_gets() -> None:
 
 def test_fingerprints_are_16_bytes_and_keys_name_the_crawl() -> None:
     assert len(url_fingerprint("http://x.test/")) == 16
-    assert seen_key("c1") == "neardup:crawl:c1:seen"
+    # The crawl id is the hash tag: the three sets of a crawl share one Redis Cluster slot.
+    assert seen_key("c1") == "neardup:crawl:{c1}:seen"
+    assert legacy_seen_key("c1") == "neardup:crawl:c1:seen"  # moved on a single Redis
+    with pytest.raises(ConfigError, match="NEARDUP_CRAWL_ID"):
+        seen_key("a{b}")
 
 
 def test_claims_are_first_come_and_preclaimed_urls_pass_the_scheduler_once() -> None:

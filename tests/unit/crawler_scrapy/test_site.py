@@ -7,9 +7,6 @@ from dataclasses import replace
 from itertools import combinations
 
 import pytest
-from sites.manifest import manifest
-from sites.planted import build_site, render
-from sites.server import ADDRESSES, SiteServer
 
 from crawler.extract import extract
 from dedup_worker.contract.messages import Page, Verdict
@@ -18,6 +15,9 @@ from dedup_worker.core.simhash import Document, Fingerprinter, hamming
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
+from neardup.demo.manifest import manifest
+from neardup.demo.planted import build_site, render
+from neardup.demo.server import ADDRESSES, SiteServer
 
 K = 3
 #: Different pages must be far apart, not just beyond k: a margin against tokenizer changes.

@@ -1,4 +1,5 @@
-"""The spider's callback on in-memory responses: what a Page item carries, what is skipped."""
+"""The spider middleware and the spider's callback on in-memory responses: what a page carries,
+what is skipped, which requests the ``neardup`` spider yields."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from scrapy.exceptions import StopDownload
 from scrapy.http import HtmlResponse, Request, Response, TextResponse
 from scrapy.utils.test import get_crawler
 
+from crawler.middleware import NeardupSpiderMiddleware
+from crawler.session import NeardupSession
 from crawler.spider import PAGE_META, NeardupSpider
 from dedup_worker.contract.checksum import content_checksum
-from dedup_worker.contract.messages import Page
 
 HTML = (
     b"<html><head><title>T</title></head><body><p>Hello <b>world</b></p>"
@@ -27,6 +29,12 @@ def spider(**kwargs: Any) -> NeardupSpider:
     return result
 
 
+def middleware(s: NeardupSpider) -> NeardupSpiderMiddleware:
+    """The middleware as Scrapy builds it with Kafka configured (built directly: without
+    NEARDUP_KAFKA_BOOTSTRAP its from_crawler says NotConfigured)."""
+    return NeardupSpiderMiddleware(s.crawler, NeardupSession.of(s.crawler))
+
+
 def response(
     url: str,
     body: bytes,
@@ -38,10 +46,13 @@ def response(
     return cls(url, body=body, headers={"Content-Type": content_type}, request=request)
 
 
-def test_a_page_item_carries_text_links_depth_and_the_requested_url() -> None:
+def test_a_page_carries_text_links_depth_and_the_requested_url() -> None:
+    s = spider()
     meta = {"redirect_urls": ["http://a.test/old"]}
-    [page] = list(spider().parse(response("http://a.test/new", HTML, meta=meta)))
-    assert isinstance(page, Page)
+    fetched = response("http://a.test/new", HTML, meta=meta)
+    middleware(s).process_spider_input(fetched)
+    page = NeardupSession.of(s.crawler).page_of(fetched)
+    assert page is not None
     assert (page.url, page.requested_url, page.host) == (
         "http://a.test/new",
         "http://a.test/old",
@@ -51,12 +62,22 @@ def test_a_page_item_carries_text_links_depth_and_the_requested_url() -> None:
     assert page.outlinks == ("http://a.test/next", "https://other.test/")
     assert page.checksum == content_checksum(page.text)
     assert page.content_type == "text/html; charset=utf-8"
+    # The spider yields one request per outlink, one level deeper, back to its own callback.
+    requests = list(s.parse(fetched))
+    assert [(r.url, r.meta["depth"], r.callback) for r in requests] == [
+        ("http://a.test/next", 3, s.parse),
+        ("https://other.test/", 3, s.parse),
+    ]
+    assert s.crawler.stats.get_value("dedup/pages_fetched") == 1
 
 
 def test_non_html_is_skipped_and_counted() -> None:
     s = spider()
+    mw = middleware(s)
     pdf = response("http://a.test/r.pdf", b"%PDF", b"application/pdf", cls=Response)
     text = response("http://a.test/r.txt", b"hi", b"text/plain", cls=TextResponse)
+    for fetched in (pdf, text):
+        mw.process_spider_input(fetched)
     assert list(s.parse(pdf)) == [] and list(s.parse(text)) == []
     assert s.crawler.stats.get_value("dedup/non_html_skipped") == 2
 

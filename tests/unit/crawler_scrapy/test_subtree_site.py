@@ -7,16 +7,23 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from sites.planted import HOSTS, build_site, render
-from sites.server import ADDRESSES, SiteServer
-from sites.subtrees import ITEMS, LISTING_PAGES, LISTINGS, SECTIONS, TOPICS, build_subtree_site
-from sites.truth import Truth, clique_partners, subtree_manifest, subtree_truth
 
 from crawler.extract import extract
 from dedup_worker.contract.messages import Page
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
+from neardup.demo.planted import HOSTS, build_site, render
+from neardup.demo.server import ADDRESSES, SiteServer
+from neardup.demo.subtrees import (
+    ITEMS,
+    LISTING_PAGES,
+    LISTINGS,
+    SECTIONS,
+    TOPICS,
+    build_subtree_site,
+)
+from neardup.demo.truth import Truth, clique_partners, subtree_manifest, subtree_truth
 
 BASE = {host: f"http://{ip}:8000" for host, ip in ADDRESSES.items()}  # not served
 

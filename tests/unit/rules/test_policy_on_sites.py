@@ -9,12 +9,12 @@ fetching, counterparts for duplicates' outlinks, learning from every decision. G
 from __future__ import annotations
 
 import pytest
-from sites.server import ADDRESSES
 from sites.simulate import SimResult, simulate
-from sites.subtrees import build_subtree_site
-from sites.truth import Truth, subtree_truth
 
 from crawler.rules.policy import RulePolicy, State
+from neardup.demo.server import ADDRESSES
+from neardup.demo.subtrees import build_subtree_site
+from neardup.demo.truth import Truth, subtree_truth
 
 ORDERS = ["bfs", "dfs", "random1", "random4"]
 

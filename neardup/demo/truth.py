@@ -4,22 +4,22 @@ Every HTML page is rendered against the hosts' base URLs and extracted exactly a
 does (:func:`crawler.extract.extract`): its visible text and canonical outlinks. Two pages are
 *partners* iff the Jaccard resemblance of their word 4-shingle sets is >= 0.9: the reference
 relation of :mod:`neardup.evaluation.quality`, computed exactly (prefix and length filters, no
-pair missed). ``subtree_truth`` also carries the construction's view (``sites.subtrees``):
+pair missed). ``subtree_truth`` also carries the construction's view (``neardup.demo.subtrees``):
 the unit tests check that both agree.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from crawler.extract import extract
 from crawler.urls import canonicalize_url
+from neardup.demo.planted import Site, render
+from neardup.demo.subtrees import Key, SubtreeSite
 from neardup.evaluation.quality import THRESHOLD, shingle_sets, similar_pairs
-from sites.planted import Site, render
-from sites.subtrees import Key, SubtreeSite
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,25 @@ def clique_partners(pairs: Iterable[tuple[str, str]]) -> dict[str, frozenset[str
     return {url: frozenset(group - {url}) for url, group in groups.items()}
 
 
-def reachable(pages: Mapping[str, Rendered], seeds: Iterable[str]) -> list[str]:
-    """Pages reachable from the seeds along outlinks, in breadth-first order."""
+def reachable(
+    pages: Mapping[str, Rendered],
+    seeds: Iterable[str],
+    redirects: Mapping[str, str] | None = None,
+    excluded: Collection[str] = (),
+) -> list[str]:
+    """Pages reachable from the seeds along outlinks, in breadth-first order. A link to a
+    ``redirects`` key leads to its value (as a crawler follows a redirect); ``excluded`` URLs
+    (robots.txt) are never entered."""
     order: list[str] = []
     seen = set(seeds)
     queue = deque(seen)
     while queue:
         url = queue.popleft()
-        if url not in pages:
+        target = (redirects or {}).get(url)
+        if target is not None and target not in seen:
+            seen.add(target)
+            queue.append(target)
+        if url not in pages or url in excluded:
             continue
         order.append(url)
         for link in pages[url].outlinks:

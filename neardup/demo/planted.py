@@ -1,6 +1,6 @@
 """A small three-host web site with planted near-duplicate families and its ground truth.
 
-Hosts (see :mod:`sites.server` for the loopback addresses they are served on):
+Hosts (see :mod:`neardup.demo.server` for the loopback addresses they are served on):
 
 - ``main``: a magazine (seed ``/``): articles sharing one template, a shop whose product pages
   share a long sidebar, a guide, a status page; robots.txt disallows ``/private/``;
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
-from sites import text
+from neardup.demo import text
 
 HOSTS = ("main", "mirror", "other")
 SESSION = "7f3a9c2e"

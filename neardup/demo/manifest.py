@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sites.planted import Site
-from sites.server import SiteServer
+from neardup.demo.planted import Site
+from neardup.demo.server import SiteServer
 
 
 def manifest(server: SiteServer) -> dict[str, Any]:

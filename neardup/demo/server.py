@@ -1,4 +1,4 @@
-"""Serve a :class:`~sites.planted.Site` on loopback addresses, one threaded server per host.
+"""Serve a :class:`~neardup.demo.planted.Site` on loopback addresses, one threaded server per host.
 
 Linux routes all of 127.0.0.0/8 to the loopback interface, so each host of the site gets an
 address of its own (127.0.0.2, 127.0.0.3, ...), as different hosts on the web would: Scrapy's
@@ -16,15 +16,20 @@ from types import TracebackType
 from typing import Any, Self
 
 from crawler.urls import canonicalize_url
-from sites.planted import Site, render
+from neardup.demo.planted import Site, render
+from neardup.errors import NeardupError
 
 ADDRESSES = {
     "main": "127.0.0.2",
     "mirror": "127.0.0.3",
     "other": "127.0.0.4",
-    "docs": "127.0.0.5",  # sites.subtrees
+    "docs": "127.0.0.5",  # neardup.demo.subtrees
     "pubmirror": "127.0.0.6",
 }
+
+
+class SiteAddressError(NeardupError):
+    """A loopback address of the site cannot be bound; the message says which and what to do."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,19 @@ class SiteServer:
         self._servers: list[ThreadingHTTPServer] = []
 
     def start(self) -> Self:
-        for host in self.site.hosts:
-            server = ThreadingHTTPServer((self.addresses[host], 0), _handler(self, host))
-            server.daemon_threads = True
-            self._servers.append(server)
-            self.base[host] = f"http://{self.addresses[host]}:{server.server_address[1]}"
-            threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
+        """Serve every host on its address (a free port each); ``SiteAddressError`` naming the
+        address when one cannot be bound (nothing is left serving then)."""
+        try:
+            for host in self.site.hosts:
+                server = _bind(host, self.addresses, _handler(self, host))
+                server.daemon_threads = True
+                self._servers.append(server)
+                self.base[host] = f"http://{self.addresses[host]}:{server.server_address[1]}"
+                name = f"site-{host}"
+                threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
@@ -88,6 +100,20 @@ class SiteServer:
         if spec.redirect_to is not None:
             return 301, {"Location": self.base[host] + spec.redirect_to}, b""
         return 200, {"Content-Type": spec.content_type}, render(spec, self.base)
+
+
+def _bind(host: str, addresses: dict[str, str], handler: Any) -> ThreadingHTTPServer:
+    address = addresses[host]
+    try:
+        return ThreadingHTTPServer((address, 0), handler)
+    except OSError as exc:
+        raise SiteAddressError(
+            f"cannot serve the site's host {host!r} on {address}: {exc.strerror or exc}. Each "
+            f"host gets a loopback address of its own ({', '.join(sorted(set(addresses.values())))}"
+            "): Linux routes all of 127.0.0.0/8 to the loopback interface, other systems only "
+            f"127.0.0.1 unless told (macOS: sudo ifconfig lo0 alias {address} up, once per "
+            "address)"
+        ) from exc
 
 
 def _handler(server: SiteServer, host: str) -> Any:

@@ -1,7 +1,7 @@
 """A documentation site whose duplicates come in subtrees, with its ground truth (issue 13).
 
-Two hosts (served like :mod:`sites.planted`, see :mod:`sites.server`): ``docs`` (seed ``/``)
-and ``pubmirror``. Families:
+Two hosts (served like :mod:`neardup.demo.planted`, see :mod:`neardup.demo.server`):
+``docs`` (seed ``/``) and ``pubmirror``. Families:
 
 =========  ===================================================================================
 mirror     ``docs:/manual/<section>/topic-NN`` (5 sections x 12 topics) copied, other
@@ -23,7 +23,7 @@ trap       listings ``/news/`` and ``/events/`` (``?page=N``), ``/jobs/`` and ``
 =========  ===================================================================================
 
 Ground truth by construction: ``copies`` (pairs of same-content pages, J >= 0.9 with each
-other and with nothing else), ``traps`` (pages a parameter distinguishes). :mod:`sites.truth`
+other and with nothing else), ``traps`` (pages a parameter distinguishes). :mod:`neardup.demo.truth`
 computes the relation from the rendered pages and the unit tests check that both agree.
 """
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sites import text
-from sites.planted import Link, Site, Spec
+from neardup.demo import text
+from neardup.demo.planted import Link, Site, Spec
 
 Key = tuple[str, str]
 HOSTS = ("docs", "pubmirror")

@@ -1,0 +1,327 @@
+"""The link scheduler: requests held by their page's decision, released, cancelled.
+
+One per crawler (:class:`~crawler.session.NeardupSession`). The spider middleware registers each
+published page and holds the requests its callback yields (:meth:`LinkScheduler.hold`); the
+scheduling extension feeds it the decisions (:meth:`LinkScheduler.apply`); each decided page is
+judged (:class:`~crawler.judging.OutlinkJudge`, the place outlinks become requests), what it
+follows is checked against scope (``max_depth``, allowed domains), the gate
+(:class:`~crawler.judging.RequestGate`, the place a request is about to be scheduled), the
+crawl's seen set (one claim round trip per batch) and the ``max_pages`` budget, and goes to
+Scrapy's scheduler at the decision's priority. A correction cancels the page's released links
+still waiting (:meth:`LinkScheduler.going_out`, called by the download handler as a request
+goes out). Only :meth:`apply` (the extension's poll, on the reactor) schedules anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy.exceptions import IgnoreRequest
+from twisted.internet.defer import Deferred, succeed
+
+from crawler import stats as dedup_stats
+from crawler.config import CrawlConfig
+from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
+from crawler.judging import AdmitAll, DecidedPage, DecisionJudge, OutlinkJudge, RequestGate
+from crawler.seen import CrawlSeen, url_fingerprint
+from crawler.urls import canonicalize_url, host_of
+from dedup_worker.contract.messages import Decision, Page
+from dedup_worker.contract.reading import PageKey
+
+logger = logging.getLogger(__name__)
+
+#: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
+LINK_META = "neardup_link"
+
+
+@dataclass
+class _Want:
+    held: Held
+    source: PageKey
+    level: int
+
+
+class LinkScheduler:
+    """Held requests in, scheduled requests out (see the module docstring)."""
+
+    def __init__(self, crawler: Any, config: CrawlConfig, seen: Callable[[], CrawlSeen]) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.ledger = Ledger()
+        self.judge: OutlinkJudge = DecisionJudge()
+        self.gate: RequestGate = AdmitAll()
+        self._seen = seen
+        self.suppressed: set[str] = set()  # in-scope requests not followed (checked at close)
+        self.scheduled = 0  # the max_pages budget spent (seeds of the neardup spider included)
+        self.deferred: list[Any] = []  # requests over the budget, kept for a resume
+        self.keep_deferred = False  # with JOBDIR: over-budget requests wait for a resume
+        self.last_progress = time.monotonic()
+        self._ready: list[Outcome] = []  # decisions that applied when their page closed
+        self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
+        self._origins: dict[str, bool] = {}
+
+    @property
+    def stats(self) -> Any:
+        return self.crawler.stats  # set when the crawl starts, after the spider (and us)
+
+    # ---- pages and their requests (the pipeline, the middleware) -----------------------------
+
+    def published(self, page: Page) -> PageKey:
+        """``page`` goes to the broker now; its requests follow with :meth:`hold`."""
+        if not self.ledger.outstanding:
+            # The stall clock runs while decisions are owed; publishing more does not reset it.
+            self.last_progress = time.monotonic()
+        key = PageKey(page.url, page.fetched_at)
+        self.ledger.published(key, page.depth, page.outlinks, collecting=True)
+        return key
+
+    def publish_failed(self, key: PageKey) -> None:
+        """No decision will come: the page's requests go out as the callback yielded them."""
+        held = self.ledger.publish_failed(key)
+        if self.crawler.crawling:
+            for item in held:
+                self.crawler.engine.crawl(item.request)
+        self.stats.inc_value("dedup/requests_released_unpublished", len(held))
+        self._resolve(key, None)
+
+    def hold(self, key: PageKey, request: Any) -> bool:
+        """Hold ``request`` until page ``key``'s decision; False: let it through now."""
+        url = canonicalize_url(request.url, self.config.extract_options.drop_params)
+        if not self.ledger.hold(key, Held(url, request)):
+            return False
+        self.stats.inc_value("dedup/requests_held")
+        return True
+
+    def unclaimed(self, urls: Iterable[str]) -> list[str]:
+        """The URLs worth a request: not known to be claimed by the crawl already (the seen
+        filter would drop them), or waiting in this process's scheduler (a second page that
+        wants one keeps it alive if the first page is corrected). Saves a spider building
+        requests for the navigation links every page repeats."""
+        seen = self._seen()
+        return [url for url in urls if not seen.known_claimed(url) or self.ledger.is_tracked(url)]
+
+    def close(self, key: PageKey) -> None:
+        """Page ``key``'s callback is done; a decision that came meanwhile applies next poll."""
+        outcome = self.ledger.close(key)
+        if outcome is not None:
+            self._ready.append(outcome)
+
+    def verdict_of(self, key: PageKey) -> Deferred[str | None]:
+        """Fires with the page's verdict once its decision applied (None if none will come)."""
+        standing = self.ledger.pages.get(key)
+        if standing is None and key not in self.ledger.awaiting:
+            return succeed(None)
+        if standing is not None and key not in self.ledger.awaiting:
+            return succeed(standing.verdict.value)
+        waiter: Deferred[str | None] = Deferred()
+        self._waiters.setdefault(key, []).append(waiter)
+        return waiter
+
+    def release_waiters(self) -> None:
+        """The crawl is closing: nothing waits for a decision any more."""
+        for key in list(self._waiters):
+            self._resolve(key, None)
+
+    def _resolve(self, key: PageKey, verdict: str | None) -> None:
+        for waiter in self._waiters.pop(key, []):
+            waiter.callback(verdict)
+
+    # ---- decisions (the extension's poll) -----------------------------------------------------
+
+    def apply(self, decisions: Iterable[Decision]) -> None:
+        wanted: dict[str, _Want] = {}
+        for decision in decisions:
+            self._handle(self.ledger.apply(decision), wanted)
+        ready, self._ready = self._ready, []
+        for outcome in ready:
+            self._handle(outcome, wanted)
+        self._schedule(wanted)
+
+    def _handle(self, outcome: Outcome, wanted: dict[str, _Want]) -> None:
+        self.stats.inc_value(f"dedup/decisions_{outcome.action.value}")
+        decision = outcome.decision
+        if outcome.action in (Action.FOREIGN, Action.DUPLICATE, Action.WAITING):
+            return
+        assert decision is not None
+        self.last_progress = time.monotonic()
+        self._count_verdict(decision)
+        key = PageKey(decision.url, decision.fetched_at)
+        self._resolve(key, decision.verdict.value)
+        if outcome.action is Action.CORRECT and outcome.cancelled:
+            self._suppress([], outcome.cancelled, outcome.depth + 1)
+            return
+        page = DecidedPage(key, outcome.depth, outcome.outlinks, decision, outcome.held)
+        judgement = self.judge.judge(page)
+        level = request_priority(decision.priority, self.config.priority_levels)
+        for held in self._in_scope(judgement.follow, outcome.depth + 1):
+            self._want(wanted, held, key, level)
+        self._suppress(judgement.drop, (), outcome.depth + 1)
+
+    def release_held(
+        self, source: PageKey, held: Sequence[Held], depth: int, priority: float
+    ) -> None:
+        """Schedule requests a judge kept back when page ``source`` (at ``depth``, decision
+        priority ``priority``) was decided: as if it had followed them then."""
+        wanted: dict[str, _Want] = {}
+        level = request_priority(priority, self.config.priority_levels)
+        for item in self._in_scope(held, depth + 1):
+            self._want(wanted, item, source, level)
+        self._schedule(wanted)
+
+    def drop_held(self, held: Sequence[Held], depth: int) -> None:
+        """Drop requests a judge kept back, counted as suppressed (as if dropped at once)."""
+        self._suppress(held, (), depth + 1)
+
+    def _count_verdict(self, decision: Decision) -> None:
+        if decision.corrects:
+            self.stats.inc_value("dedup/corrections")
+            self.stats.inc_value(f"dedup/corrections/{decision.verdict.value}")
+            logger.info(
+                "correction: %s is a %s of %s",
+                decision.url,
+                decision.verdict.value,
+                decision.duplicate_of,
+            )
+        else:
+            self.stats.inc_value(f"{dedup_stats.VERDICT_PREFIX}{decision.verdict.value}")
+
+    def _want(self, wanted: dict[str, _Want], held: Held, source: PageKey, level: int) -> None:
+        url = held.request.url
+        if url in wanted:
+            wanted[url].level = max(wanted[url].level, level)
+            self.ledger.scheduled(url, source)  # a second source of a link already chosen
+        elif self.ledger.claim(url, source) is Claim.NEW:
+            wanted[url] = _Want(held, source, level)
+        else:
+            self.stats.inc_value("dedup/outlinks_already_pending")
+
+    def _in_scope(self, held: Iterable[Held], default_depth: int) -> list[Held]:
+        spider = self.crawler.spider
+        max_depth = _limit(getattr(spider, "max_depth", None), self.config.max_depth)
+        kept: list[Held] = []
+        for item in held:
+            request = item.request
+            depth = int(request.meta.get("depth", default_depth))
+            if max_depth is not None and depth > max_depth:
+                self.stats.inc_value("dedup/outlinks_too_deep")
+            elif not self._allowed(request):
+                self.stats.inc_value("dedup/outlinks_offsite")
+            else:
+                kept.append(item)
+        return kept
+
+    def _allowed(self, request: Any) -> bool:
+        """Scrapy's offsite rule, cached per ``scheme://netloc``."""
+        if request.dont_filter or request.meta.get("allow_offsite"):
+            return True
+        url = request.url
+        end = url.find("/", url.find("//") + 2)
+        origin = url if end < 0 else url[:end]
+        allowed = self._origins.get(origin)
+        if allowed is None:
+            domains = tuple(getattr(self.crawler.spider, "allowed_domains", None) or ())
+            allowed = domain_allowed(host_of(url), domains)
+            if len(self._origins) > 100_000:
+                self._origins.clear()
+            self._origins[origin] = allowed
+        return allowed
+
+    def _schedule(self, wanted: dict[str, _Want]) -> None:
+        admitted = [want for want in wanted.values() if self._admit(want)]
+        if not admitted:
+            return
+        fresh = self._claim([want.held.request for want in admitted])
+        self.stats.inc_value("dedup/outlinks_seen", fresh.count(False))
+        for want, new in zip(admitted, fresh, strict=True):
+            request = want.held.request
+            if not new:
+                self.ledger.dropped(request.url)
+            elif not self.take_budget():
+                self._over_budget(request)
+            else:
+                self.ledger.scheduled(request.url, want.source)
+                request.meta[LINK_META] = True
+                request.priority += want.level
+                self.crawler.engine.crawl(request)
+                self.stats.inc_value("dedup/outlinks_scheduled")
+
+    def _admit(self, want: _Want) -> bool:
+        reason = self.gate.admit(want.held.url, want.source)
+        if reason is None:
+            return True
+        self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+        self.ledger.dropped(want.held.request.url)
+        return False
+
+    def _claim(self, requests: Sequence[Any]) -> list[bool]:
+        """Claim the requests in the seen set (one round trip); those that skip the dupefilter
+        (``dont_filter``) are claimed by nobody and always fresh."""
+        filtered = [r for r in requests if not r.dont_filter]
+        answers = iter(self._seen().claim([_fingerprint(r) for r in filtered]))
+        return [True if r.dont_filter else next(answers) for r in requests]
+
+    def take_budget(self) -> bool:
+        max_pages = _limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
+        if max_pages is not None and self.scheduled >= max_pages:
+            self.stats.inc_value("dedup/outlinks_over_budget")
+            return False
+        self.scheduled += 1
+        return True
+
+    def _over_budget(self, request: Any) -> None:
+        self.ledger.dropped(request.url)
+        if self.keep_deferred:
+            self.deferred.append(request)  # a resumed crawl starts with these
+        else:  # never fetched: leave it to whoever wants it next
+            self._seen().release(request.url, request.method, request.body)
+
+    def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:
+        """Requests not followed (in scope: counted as saved if nobody fetches them) and
+        cancelled links (``urls``, in scope when they were released)."""
+        held = list(held)
+        urls = list(urls)
+        if not held and not urls:
+            return
+        self.stats.inc_value("dedup/outlinks_of_suppressed_pages", len(held) + len(urls))
+        self.suppressed.update(item.request.url for item in self._in_scope(held, depth))
+        self.suppressed.update(urls)
+
+    # ---- requests leaving (the download handler, the engine) ---------------------------------
+
+    def going_out(self, request: Any) -> None:
+        """A released request goes out: raise IgnoreRequest if a correction cancelled it,
+        unless a page of another process wanted it meanwhile (that process filtered it)."""
+        seen = self._seen()
+        if self.ledger.start_fetch(request.url):
+            seen.sent(request.url, request.method, request.body)
+        elif seen.release_unwanted(request.url, request.method, request.body):
+            self.stats.inc_value("dedup/requests_cancelled")
+            raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
+        else:
+            self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
+
+    def dropped(self, request: Any) -> None:
+        """Scrapy's scheduler refused a released request."""
+        if request.meta.get(LINK_META):
+            self.ledger.dropped(request.url)
+
+    def count_saved(self) -> None:
+        """Suppressed requests that nobody fetched in the end are the bandwidth saved."""
+        urls = sorted(self.suppressed)
+        never = sum(1 for hit in self._seen().contains_many(urls) if not hit) if urls else 0
+        self.stats.set_value("dedup/outlinks_suppressed", never)
+        saved = dedup_stats.bytes_saved_estimate(never, self.stats.get_stats())
+        self.stats.set_value("dedup/bytes_saved_estimate", saved)
+
+
+def _fingerprint(request: Any) -> bytes:
+    return url_fingerprint(request.url, request.method, request.body)
+
+
+def _limit(spider_value: int | None, setting: int | None) -> int | None:
+    """A spider attribute (the neardup spider's ``-a max_pages=``) wins over the setting."""
+    return spider_value if spider_value is not None else setting

@@ -1,0 +1,26 @@
+"""A CrawlSpider: rules follow every link, a callback makes one item per page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy.http import Response
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
+
+
+class RulesSpider(CrawlSpider):
+    name = "rules"
+    rules = (Rule(LinkExtractor(), callback="parse_page", follow=True),)
+
+    def __init__(self, start_urls: str = "", allowed_domains: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = start_urls.split(",") if start_urls else []
+        self.allowed_domains = allowed_domains.split(",") if allowed_domains else []
+
+    def parse_start_url(self, response: Response, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        return self.parse_page(response)
+
+    def parse_page(self, response: Response) -> Iterator[dict[str, Any]]:
+        yield {"url": response.url, "title": response.css("title::text").get(), "spider": self.name}

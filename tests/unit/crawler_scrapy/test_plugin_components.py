@@ -1,0 +1,304 @@
+"""The plug-in components on in-memory responses, with in-process stand-ins for the engine and
+the page publisher (the real broker and Redis are in tests/integration/crawler): what the
+spider middleware holds and passes, what a decision releases or drops, items with verdicts,
+an extractor that raises, and the settings the components refuse to start without."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scrapy
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse, Request
+from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
+
+from crawler.config import ConfigError
+from crawler.frontier import ResumeState
+from crawler.judging import DecidedPage, Judgement
+from crawler.links import LINK_META
+from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
+from crawler.scheduling import DecisionScheduler
+from crawler.session import NeardupSession, missing_components
+from dedup_worker.contract.messages import Decision, Page, Verdict
+
+PLUGIN = {
+    "NEARDUP_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+    "SPIDER_MIDDLEWARES": {"crawler.middleware.NeardupSpiderMiddleware": 100},
+    "ITEM_PIPELINES": {"crawler.pipelines.KafkaPagePipeline": 300},
+    "EXTENSIONS": {"crawler.scheduling.DecisionScheduler": 500},
+    "DOWNLOAD_HANDLERS": {
+        "http": "crawler.download_handler.CancellableDownloadHandler",
+        "https": "crawler.download_handler.CancellableDownloadHandler",
+    },
+}
+HTML = (
+    b"<html><head><title>T</title></head><body><p>Hello world</p>"
+    b'<a href="/1">one</a><a href="/2">two</a><a href="http://elsewhere.test/">x</a></body></html>'
+)
+
+
+class UserSpider(scrapy.Spider):
+    name = "user"
+    allowed_domains = ("a.test",)
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        return []
+
+
+class Engine:
+    """Stands in for Scrapy's engine: records what is scheduled."""
+
+    def __init__(self) -> None:
+        self.crawled: list[Request] = []
+
+    def crawl(self, request: Request) -> None:
+        self.crawled.append(request)
+
+
+class Publisher:
+    """Stands in for the page pipeline: registers the page as published, like the real one."""
+
+    def __init__(self, session: NeardupSession) -> None:
+        self.session = session
+        self.pages: list[Page] = []
+
+    async def publish(self, page: Page) -> bool:
+        self.pages.append(page)
+        self.session.links.published(page)
+        return True
+
+
+class Plugin:
+    def __init__(self, **settings: Any) -> None:
+        self.crawler = get_crawler(UserSpider, {**PLUGIN, **settings})
+        self.crawler.spider = self.crawler._create_spider()
+        self.crawler.stats.open_spider()
+        self.crawler.engine = self.engine = Engine()
+        self.crawler.crawling = True
+        self.session = NeardupSession.of(self.crawler)
+        self.publisher = Publisher(self.session)
+        self.session.publisher = self.publisher
+        self.middleware = NeardupSpiderMiddleware(self.crawler, self.session)
+
+    def stat(self, key: str) -> Any:
+        return self.crawler.stats.get_value(key)
+
+    def respond(self, outputs: Iterable[Any], url: str = "http://a.test/") -> tuple[list[Any], Any]:
+        """The response of ``url`` through the middleware, the callback yielding ``outputs``:
+        (what came out so far, the Deferred of the whole output)."""
+        response = HtmlResponse(
+            url, body=HTML, headers={"Content-Type": "text/html"}, request=Request(url)
+        )
+        self.middleware.process_spider_input(response)
+        out: list[Any] = []
+
+        async def callback() -> AsyncIterator[Any]:
+            for output in outputs:
+                yield output
+
+        async def consume() -> None:
+            async for output in self.middleware.process_spider_output(response, callback()):
+                out.append(output)
+
+        return out, Deferred.fromCoroutine(consume())
+
+    def decide(self, follow: bool, **extra: Any) -> None:
+        page = self.publisher.pages[-1]
+        decision = Decision(
+            url=page.url, host=page.host, fetched_at=page.fetched_at, decided_at=1.0,
+            verdict=Verdict.UNIQUE if follow else Verdict.NEAR_DUPLICATE, simhash="0" * 16,
+            priority=0.5, follow_outlinks=follow, outlinks=page.outlinks if follow else (),
+            duplicate_of=None if follow else "http://a.test/original", **extra,
+        )  # fmt: skip
+        self.session.links.apply([decision])
+
+
+def requests(*paths: str) -> list[Request]:
+    return [Request(f"http://a.test{p}" if p.startswith("/") else p) for p in paths]
+
+
+def test_requests_wait_for_a_new_pages_decision_and_go_at_its_priority() -> None:
+    plugin = Plugin()
+    item = {"title": "T"}
+    held = requests("/1", "/2", "http://elsewhere.test/", "/api?q=1")
+    out, done = plugin.respond([item, *held])
+    assert done.called and out == [item]  # the item passes at once, unchanged
+    assert plugin.engine.crawled == [] and plugin.stat("dedup/requests_held") == 4
+    plugin.decide(follow=True)
+    # Released: in scope (the offsite one is not), claimed, at the decision's priority.
+    assert [r.url for r in plugin.engine.crawled] == [
+        "http://a.test/1",
+        "http://a.test/2",
+        "http://a.test/api?q=1",
+    ]
+    assert all(r.meta[LINK_META] and r.priority == 50 for r in plugin.engine.crawled)
+    assert plugin.stat("dedup/outlinks_offsite") == 1
+    assert plugin.stat("dedup/verdict/unique") == 1
+    # The dupefilter lets each through once: claimed a moment ago by the release.
+    seen = plugin.session.seen()
+    assert [seen.request_seen(r.url) for r in plugin.engine.crawled] == [False] * 3
+
+
+def test_a_duplicates_requests_are_dropped_and_counted() -> None:
+    plugin = Plugin()
+    out, _ = plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=False)
+    assert out == [] and plugin.engine.crawled == []
+    assert plugin.stat("dedup/outlinks_of_suppressed_pages") == 2
+    plugin.session.links.count_saved()
+    assert plugin.stat("dedup/outlinks_suppressed") == 2  # never fetched by anyone
+
+
+def test_a_judge_may_keep_requests_back_and_release_them_later() -> None:
+    """The extension point of issue 13: a judge follows some requests now and keeps the rest,
+    released (or dropped) later through the link scheduler."""
+    plugin = Plugin()
+    kept: list[Any] = []
+
+    class SampleFirst:
+        def judge(self, page: DecidedPage) -> Judgement:
+            kept.append((page.key, page.held[1:], page.depth, page.decision.priority))
+            return Judgement(follow=page.held[:1])
+
+    plugin.session.links.judge = SampleFirst()
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=False)  # a duplicate: the judge samples it anyway
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
+    [(source, rest, depth, priority)] = kept
+    plugin.session.links.release_held(source, rest, depth, priority)
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1", "http://a.test/2"]
+
+
+def test_the_gate_skips_a_request_before_it_is_claimed() -> None:
+    plugin = Plugin()
+
+    class PredictedDuplicates:
+        def admit(self, url: str, source: Any) -> str | None:
+            return "predicted_duplicate" if url.endswith("/2") else None
+
+    plugin.session.links.gate = PredictedDuplicates()
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
+    assert plugin.stat("dedup/requests_skipped/predicted_duplicate") == 1
+    assert plugin.session.seen().contains_many(["http://a.test/2"]) == [False]  # unclaimed
+
+
+def test_a_decision_that_comes_while_the_callback_yields_applies_to_all_its_requests() -> None:
+    plugin = Plugin()
+
+    def outputs() -> Iterable[Any]:
+        yield Request("http://a.test/1")
+        plugin.decide(follow=True)  # the worker was faster than the callback
+        yield Request("http://a.test/2")
+
+    plugin.respond(outputs())
+    assert plugin.engine.crawled == []  # applied with the next poll, together
+    plugin.session.links.apply([])
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1", "http://a.test/2"]
+
+
+def test_a_correction_cancels_released_requests_as_they_go_out() -> None:
+    plugin = Plugin()
+    plugin.respond(requests("/1"))
+    plugin.decide(follow=True)
+    [released] = plugin.engine.crawled
+    plugin.decide(follow=False, corrects=True)
+    with pytest.raises(IgnoreRequest, match="cancelled"):
+        plugin.session.links.going_out(released)
+    assert plugin.stat("dedup/requests_cancelled") == 1
+    assert plugin.session.seen().contains_many([released.url]) == [False]  # free again
+
+
+def test_items_carry_the_verdict_once_it_is_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No reactor runs here: the Deferred is awaited as it is (Scrapy converts it to an asyncio
+    # future under its asyncio reactor).
+    monkeypatch.setattr("crawler.middleware.maybe_deferred_to_future", lambda d: d)
+    plugin = Plugin(NEARDUP_ITEM_VERDICT=True)
+
+    class Product(scrapy.Item):
+        name = scrapy.Field()
+        neardup_verdict = scrapy.Field()
+
+    class Other(scrapy.Item):
+        name = scrapy.Field()
+
+    items = [{"title": "T"}, Product(name="p"), Other(name="o")]
+    out, done = plugin.respond([*items, Request("http://a.test/1")])
+    assert out == [] and not done.called  # held until the decision
+    plugin.decide(follow=False)
+    assert done.called and out == items
+    assert [dict(i).get(VERDICT_FIELD) for i in out] == ["near_duplicate", "near_duplicate", None]
+    assert "neardup_verdict" not in dict(out[2])  # an item without the field is unchanged
+
+
+def test_an_extractor_that_raises_is_logged_with_the_url_and_the_crawl_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plugin = Plugin()
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("cannot parse this")
+
+    plugin.session.extractor = broken
+    with caplog.at_level(logging.ERROR):
+        out, done = plugin.respond(requests("/1"), url="http://a.test/broken")
+    assert done.called and [r.url for r in out] == ["http://a.test/1"]  # not held: undecided
+    assert plugin.stat("dedup/extract_errors") == 1 and plugin.publisher.pages == []
+    assert "http://a.test/broken" in caplog.text and "cannot parse this" in caplog.text
+
+
+def test_a_publication_that_fails_lets_the_requests_go_undecided() -> None:
+    plugin = Plugin()
+    plugin.respond(requests("/1"))
+    page = plugin.publisher.pages[-1]
+    plugin.session.links.publish_failed(
+        next(k for k in plugin.session.links.ledger.awaiting if k.url == page.url)
+    )
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
+    assert plugin.stat("dedup/requests_released_unpublished") == 1
+
+
+def test_held_requests_of_pages_without_a_decision_survive_a_stop_with_jobdir(
+    tmp_path: Path,
+) -> None:
+    """Stopped (stall, Ctrl-C) with JOBDIR: the pages awaiting a decision and the requests they
+    hold are saved; the resumed crawl reads the decisions from the saved offsets and releases
+    the held requests then, with their callbacks."""
+    first = Plugin(JOBDIR=str(tmp_path))
+    spider = first.crawler.spider
+    first.respond([Request("http://a.test/1", callback=spider.parse), *requests("/2")])
+    page = first.publisher.pages[-1]
+    DecisionScheduler(first.crawler, first.session)._save_resume(spider)
+
+    resumed = Plugin(JOBDIR=str(tmp_path))
+    spider = resumed.crawler.spider
+    state = ResumeState.load(tmp_path / "neardup-resume.pickle")
+    assert state is not None and [p[0] for p in state.awaiting] == [page.url]
+    DecisionScheduler(resumed.crawler, resumed.session)._resume_awaiting(spider, state)
+    resumed.publisher.pages.append(page)  # the decision is for the page of the first run
+    resumed.decide(follow=True)
+    crawled = resumed.engine.crawled
+    assert [r.url for r in crawled] == ["http://a.test/1", "http://a.test/2"]
+    assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
+
+
+def test_components_refuse_to_start_without_the_others() -> None:
+    settings = get_crawler(UserSpider, {"NEARDUP_KAFKA_BOOTSTRAP": "k:1"}).settings
+    missing = missing_components(settings)
+    assert missing == [
+        'SPIDER_MIDDLEWARES = {"crawler.middleware.NeardupSpiderMiddleware": 100}',
+        'ITEM_PIPELINES = {"crawler.pipelines.KafkaPagePipeline": 300}',
+        'EXTENSIONS = {"crawler.scheduling.DecisionScheduler": 500}',
+        'DOWNLOAD_HANDLERS["http"] = "crawler.download_handler.CancellableDownloadHandler"',
+        'DOWNLOAD_HANDLERS["https"] = "crawler.download_handler.CancellableDownloadHandler"',
+    ]
+    crawler = get_crawler(UserSpider, {"NEARDUP_KAFKA_BOOTSTRAP": "k:1"})
+    with pytest.raises(ConfigError, match="Add neardup to your Scrapy project"):
+        NeardupSpiderMiddleware.from_crawler(crawler)
+    assert missing_components(get_crawler(UserSpider, PLUGIN).settings) == []
