@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _corpus import documents
+from synthetic_text import documents
 
 from dedup_worker.core.batch import all_pairs
 from dedup_worker.core.memory_index import InMemoryIndex

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from dedup_worker.contract.messages import Decision, Page
-from dedup_worker.core import quality
 from dedup_worker.core.engine import DedupEngine
 from dedup_worker.core.records import SUPPRESSED
 from dedup_worker.worker.config import OPTIONS, WorkerConfig, from_namespace
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
+from neardup.evaluation import quality
 
 ONE_EDIT = ("#word", "#stamp", "#restamp")
 BASE_TIME = 1_700_000_000.0

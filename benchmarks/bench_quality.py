@@ -3,7 +3,8 @@
     python benchmarks/bench_quality.py [--docs 20000] [--words 900]
 
 Single core (numba kernels are not parallel); figures are best-of-3 over batches of 1000
-synthetic 900-word documents (``_corpus.documents``), the size the throughput target names.
+synthetic 900-word documents (``synthetic_text.documents``), the size the throughput target
+names.
 Also prints what the planner says the index costs at the candidate k for 10M pages. Quality
 figures (precision/recall) come from ``neardup eval``; this script asserts nothing.
 """
@@ -20,21 +21,19 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _corpus import documents
+from synthetic_text import documents
 
 from dedup_worker.core.planner import plan
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
     RECOMMENDED_FEATURES,
-    MinHasher,
     SketchConfig,
     Sketcher,
-    SuperShingleConfig,
     estimate_rows,
-    super_shingles,
     verify,
 )
+from neardup.evaluation.minhash import MinHasher, SuperShingleConfig, super_shingles
 
 BATCH = 1000
 FEATURES = RECOMMENDED_FEATURES

@@ -8,9 +8,10 @@ Run from the repository root (package installed, e.g. ``pip install -e .``)::
 It starts its own Tansu broker and redis-server on loopback ports, and the worker as a
 subprocess (exactly as deployed), so broker, Redis, worker and this script share the machine.
 
-1. Throughput: ``--count`` 900-word pages (``_corpus.documents``) are produced to ``pages``
-   first; then one worker starts and the script reads ``decisions``. pages/s = decisions read
-   between the first and the last one, divided by that time (worker start-up excluded).
+1. Throughput: ``--count`` 900-word pages (``synthetic_text.documents``) are produced to
+   ``pages`` first; then one worker starts and the script reads ``decisions``. pages/s =
+   decisions read between the first and the last one, divided by that time (worker start-up
+   excluded).
 2. Latency: on fresh topics and a fresh worker, pages are produced at ``--rate`` pages/s for
    ``--warmup`` + ``--seconds``, each with ``fetched_at`` = its send time; latency = time
    the decision is consumed here - that send time, for the pages after the warm-up.
@@ -30,13 +31,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
-from _corpus import documents
 from confluent_kafka import Consumer, Producer, TopicPartition
+from synthetic_text import documents
 
 from dedup_worker.adapters.kafka import PARTITIONER
 from dedup_worker.core.text import content_checksum
@@ -47,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 def page_bodies(count: int, checksums: bool = False, corpus: Path | None = None) -> list[bytes]:
     """``count`` distinct page messages: halves of documents recombined. The documents are
-    synthetic 900-word Zipf texts (``_corpus``), or the texts of a JSONL corpus
+    synthetic 900-word Zipf texts (``synthetic_text``), or the texts of a JSONL corpus
     (``--corpus``, e.g. ``tools/build_corpus.py``'s) to see the worker on real text.
 
     ``fetched_at`` is left as a ``%FETCHED%`` placeholder so the latency phase can stamp the
@@ -59,20 +61,20 @@ def page_bodies(count: int, checksums: bool = False, corpus: Path | None = None)
     bodies = []
     for i in range(count):
         head, tail = halves[i % len(halves)][0], halves[(i * 7 + i // len(halves)) % len(halves)][1]
-        host = f"host{i % 500}.example"
-        page = {
+        host, text = f"host{i % 500}.example", head + " " + tail
+        page: dict[str, object] = {
             "schema": "neardup.page/1",
             "url": f"https://{host}/p{i}",
             "host": host,
             "fetched_at": 0.0,
             "status": 200,
             "title": f"page {i}",
-            "text": head + " " + tail,
+            "text": text,
             "outlinks": [],
             "depth": 1,
         }
         if checksums:
-            page["checksum"] = content_checksum(page["text"])
+            page["checksum"] = content_checksum(text)
         bodies.append(json.dumps(page).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%'))
     return [b.encode() for b in bodies]
 
@@ -277,7 +279,7 @@ SERVERS: dict[str, int] = {}
 class CpuMeter:
     """CPU time of some processes (and their threads) from now until ``report``."""
 
-    def __init__(self, pids: dict[str, int | None]) -> None:
+    def __init__(self, pids: Mapping[str, int | None]) -> None:
         self.processes = {n: psutil.Process(p) for n, p in pids.items() if p is not None}
         self.start = time.monotonic()
         self.before = {n: self._used(p) for n, p in self.processes.items()}

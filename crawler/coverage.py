@@ -1,6 +1,6 @@
 """Coverage and waste of a crawl, against a site's known near-duplicate relation (pure).
 
-The relation is the reference of :mod:`dedup_worker.core.quality`: two pages are partners iff
+The relation is the reference of :mod:`neardup.evaluation.quality`: two pages are partners iff
 the Jaccard resemblance of their word 4-shingle sets is >= 0.9. Given a crawl's fetch log in
 fetch order:
 

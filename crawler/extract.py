@@ -25,7 +25,9 @@ from crawler.urls import DEFAULT_DROP_PARAMS, resolve_links
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_OPTIONS", "ExtractOptions", "Extracted", "decode_html", "extract"]
+# walk_html (parse and walk, without decoding or resolving links) is public for the stage
+# timings of benchmarks/bench_extract.py.
+__all__ = ["DEFAULT_OPTIONS", "ExtractOptions", "Extracted", "decode_html", "extract", "walk_html"]
 
 
 @dataclass(frozen=True, slots=True)

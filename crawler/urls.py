@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_DROP_PARAMS",
     "canonicalize_url",
+    "clear_url_caches",
     "host_of",
     "resolve_links",
 ]
@@ -124,6 +125,13 @@ def resolve_links(
         if url is not None:
             found.setdefault(url)
     return list(found)
+
+
+def clear_url_caches() -> None:
+    """Forget every cached canonical URL, as in a fresh process (``bench_extract`` times
+    extraction with a cold cache this way)."""
+    _canonicalize_cached.cache_clear()
+    _http_canonical_cached.cache_clear()
 
 
 def _resolve_one(href: str, base_url: str, origin: str, drop: frozenset[str]) -> str | None:

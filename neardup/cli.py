@@ -18,6 +18,7 @@ from neardup.commands import demo as demo_commands
 from neardup.commands import evaluate as evaluate_commands
 from neardup.commands import report as report_commands
 from neardup.commands import stack as stack_commands
+from neardup.errors import MissingExtra
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
+    except MissingExtra as exc:  # an optional part of the install is absent: say which
+        print(f"neardup {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0  # output piped into `head` and friends
     except KeyboardInterrupt:

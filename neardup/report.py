@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from neardup.extras import missing_extra
+
+try:
+    import matplotlib
+except ModuleNotFoundError as exc:
+    raise missing_extra("report", "the crawl report (neardup report)") from exc
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -60,7 +60,7 @@ from corpus_sources.original import (
     troff_text,
 )
 
-from dedup_worker.core import quality
+from neardup.evaluation import quality
 
 logger = logging.getLogger("build_corpus")
 

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedup_worker.core import _hamming_kernel as hk
 from dedup_worker.core.design import Design
 from dedup_worker.core.index_api import I64Array, U64Array
 from dedup_worker.errors import ConfigError
@@ -207,8 +206,7 @@ def buckets_of(layout: Layout, table: int, fps: U64Array) -> U64Array:
     bits = layout.bucket_bits[table]
     if bits == 0:  # a shift by 64 is undefined: every entry is in the table's one bucket
         return np.zeros(fps.size, dtype=np.uint64)
-    permuted: U64Array = hk.permute(fps, layout.design.tables[table].segments)
-    return permuted >> np.uint64(64 - bits)
+    return layout.design.tables[table].permute_all(fps) >> np.uint64(64 - bits)
 
 
 def _plan_table(layout: Layout, table: int, fps: U64Array) -> TablePlan:

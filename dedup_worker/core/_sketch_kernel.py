@@ -2,7 +2,7 @@
 
 Words and shingle hashes are exactly those of fingerprint version 1 (``_simhash_kernel``'s
 ``_transitions``, ``_word_hashes`` and ``_shingles``), so a sketch, the simhash and the exact
-reference in ``quality.py`` all see the same tokens.
+reference of ``neardup.evaluation.quality`` all see the same tokens (``shingle_hashes``).
 
 * One-permutation hashing (OPH, Li, Owen and Zhang 2012): every shingle hash is used once; its
   top ``log2 m`` bits choose a bin, the bin keeps its smallest hash. Empty bins borrow the value
@@ -10,8 +10,6 @@ reference in ``quality.py`` all see the same tokens.
   2017), so two pages agree on an empty bin exactly as often as on a full one. Only the low
   ``b`` bits of each minimum are kept (b-bit minwise hashing, Li and König 2010): for
   near-duplicates, many short samples estimate resemblance better than few long ones.
-* Classic k-permutation MinHash (Broder 1997) for the super-shingle detector: ``n`` independent
-  minima per page, one fmix64 permutation each; slower, kept as the textbook baseline.
 * ``fingerprint_sketch_segments``: the simhash of ``simhash_segments`` and the OPH sketch in one
   pass, so the words are found and hashed once per page.
 
@@ -41,8 +39,6 @@ EMPTY = U64(0xFFFFFFFFFFFFFFFF)
 #: Word shingle size of the reference resemblance and of every sketch.
 SHINGLE = 4
 _PROBE_MUL = U64(0x9E3779B97F4A7C15)
-_PERM_SEED = U64(0x2545F4914F6CDD1D)
-_SUPER_MUL = U64(0xBF58476D1CE4E5B9)
 _NO_STOP = np.zeros(0, dtype=np.uint64)
 SKETCH_VERSION = 1
 #: Bytes before the packed bins: version, format, shingle count (2).
@@ -316,42 +312,3 @@ def _unpack_one(row: np.ndarray, pos: int, bits: int) -> int:
         byte = (pos + k) >> 3
         value |= (int(row[HEADER + byte]) >> (pos & 7)) << k
     return value
-
-
-# ---- classic MinHash and super-shingles ------------------------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def minhash_segments(
-    words: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_perm: int
-) -> np.ndarray:
-    """``n_perm`` independent minima of the 4-shingle hashes of each segment (Broder)."""
-    out = np.full((starts.size, n_perm), EMPTY, dtype=np.uint64)
-    seeds = np.empty(n_perm, dtype=np.uint64)
-    for p in range(n_perm):
-        seeds[p] = fmix64(_PERM_SEED + U64(p))
-    longest = 0
-    for s in range(starts.size):
-        longest = max(longest, ends[s] - starts[s])
-    bounds = np.empty(longest + 2, dtype=np.int64)
-    for s in range(starts.size):
-        n = _shingles(bounds, _segment_words(words, starts[s], ends[s], bounds), SHINGLE)
-        for i in range(n):
-            h = U64(bounds[i])
-            for p in range(n_perm):
-                v = fmix64(h ^ seeds[p])
-                out[s, p] = min(out[s, p], v)
-    return out
-
-
-@njit(cache=True)
-def super_shingles(minhashes: np.ndarray, groups: int, size: int) -> np.ndarray:
-    """Broder's super-shingles: a hash of each of ``groups`` runs of ``size`` minima."""
-    out = np.empty((minhashes.shape[0], groups), dtype=np.uint64)
-    for d in range(minhashes.shape[0]):
-        for g in range(groups):
-            h = U64(g + 1)
-            for j in range(size):
-                h = (h ^ minhashes[d, g * size + j]) * _SUPER_MUL
-            out[d, g] = fmix64(h)
-    return out

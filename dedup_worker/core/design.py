@@ -24,6 +24,7 @@ from math import comb
 import numpy as np
 import numpy.typing as npt
 
+from dedup_worker.core import _hamming_kernel as hk
 from dedup_worker.errors import ConfigError
 
 F = 64
@@ -59,6 +60,11 @@ class Table:
         for index, bit in enumerate(self.order):
             out |= ((fingerprint >> bit) & 1) << (F - 1 - index)
         return out
+
+    def permute_all(self, fingerprints: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """``permute`` of every fingerprint, compiled (what index backends key their tables on)."""
+        permuted: npt.NDArray[np.uint64] = hk.permute(fingerprints, self.segments)
+        return permuted
 
 
 @dataclass(frozen=True)

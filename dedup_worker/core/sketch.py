@@ -1,13 +1,12 @@
-"""Resemblance sketches of word 4-shingles: the verifier beside the simhash, and Broder's method.
+"""Resemblance sketches of word 4-shingles: the verifier beside the simhash.
 
 * ``Sketcher`` computes a compact one-permutation-hashing (OPH) sketch per page, alone or fused
   with the simhash (``fingerprint_and_sketch``: the words are hashed once). A sketch is
   ``SketchConfig.nbytes`` bytes: a 4-byte header (version, format, shingle count) and m bins of
   b bits. ``verify(a, b)`` estimates the resemblance (Jaccard of word 4-shingles) of two pages
   from their sketches and accepts the pair when it reaches the threshold.
-* ``MinHasher`` and ``super_shingles`` are Broder's detector: k-permutation MinHash, super-
-  shingles of ``size`` minima each, a pair matching on ``match`` of ``groups`` super-shingles
-  (the P_{k,s,r} filter of ``match_probability``).
+* ``shingle_hashes`` gives the word 4-shingle hashes themselves, those every sketch samples:
+  the exact reference resemblance and Broder's MinHash (``neardup.evaluation``) start from them.
 
 Deterministic throughout (fmix64 of the version-1 word hashes; never Python's ``hash()``); the
 golden sketches in ``tests/unit/quality/test_sketch.py`` pin sketch version 1.
@@ -19,7 +18,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from math import comb
 
 import numpy as np
 import numpy.typing as npt
@@ -282,57 +280,11 @@ def row_counts(rows: U8Array) -> I64Array:
     return rows[:, 2].astype(np.int64) | (rows[:, 3].astype(np.int64) << 8)
 
 
-# ---- Broder: MinHash and super-shingles --------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SuperShingleConfig:
-    """``groups`` super-shingles of ``size`` minima each; a pair matches on ``match`` of them."""
-
-    groups: int = 6
-    size: int = 14
-    match: int = 2
-
-    def __post_init__(self) -> None:
-        if not (1 <= self.match <= self.groups and self.size >= 1):
-            raise ConfigError(f"need 1 <= match <= groups and size >= 1, got {self}")
-
-    @property
-    def permutations(self) -> int:
-        return self.groups * self.size
-
-
-def match_probability(resemblance: float, config: SuperShingleConfig) -> float:
-    """P_{k,s,r}(J): chance that two pages of resemblance J share >= r of k super-shingles."""
-    p = resemblance**config.size
-    k = config.groups
-    return sum(comb(k, i) * p**i * (1 - p) ** (k - i) for i in range(config.match, k + 1))
-
-
-class MinHasher:
-    """k-permutation MinHash of word 4-shingles (Broder), and super-shingles from it."""
-
-    def __init__(self, permutations: int = 84) -> None:
-        self.permutations = permutations
-
-    def signatures(self, texts: Sequence[str]) -> U64Array:
-        """(len(texts), permutations) minima; rows of empty texts are all 2**64 - 1."""
-        words, starts, ends = pack([prepare(t) for t in texts])
-        out: U64Array = sk.minhash_segments(words, starts, ends, self.permutations)
-        return out
-
-
-def super_shingles(signatures: U64Array, config: SuperShingleConfig) -> U64Array:
-    """(documents, groups) super-shingles of the MinHash signatures."""
-    if signatures.shape[1] < config.permutations:
-        raise ConfigError(f"{config} needs {config.permutations} minima per page")
-    out: U64Array = sk.super_shingles(signatures, config.groups, config.size)
-    return out
-
-
-def minhash_estimates(signatures: U64Array, left: I64Array, right: I64Array) -> F64Array:
-    """Share of equal minima: the unbiased MinHash estimate of resemblance, per pair."""
-    if left.size == 0:
-        return np.zeros(0, dtype=np.float64)
-    same = (signatures[left] == signatures[right]).mean(axis=1)
-    return np.asarray(same, dtype=np.float64)
+def shingle_hashes(texts: Sequence[str]) -> tuple[U64Array, I64Array]:
+    """Every word 4-shingle hash of each text, in text order, repeats kept: text d's are
+    ``hashes[offsets[d]:offsets[d + 1]]`` (the tokens of fingerprint version 1)."""
+    words, starts, ends = pack([prepare(t) for t in texts])
+    hashes: U64Array
+    offsets: I64Array
+    hashes, offsets = sk.shingle_hashes(words, starts, ends)
+    return hashes, offsets

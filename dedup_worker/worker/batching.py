@@ -4,7 +4,6 @@ the progress window and the retry backoff (plain data; the loop is in :mod:`serv
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from dedup_worker.adapters.kafka import Offsets, Record
@@ -63,23 +62,6 @@ class Timing:
     @property
     def total(self) -> float:
         return self.decode + self.engine + self.commit
-
-
-@dataclass(frozen=True)
-class InFlight:
-    """A produced batch whose transaction commits in the helper thread (``commit`` resolves
-    to the seconds the commit took, or raises its failure)."""
-
-    batch: Batch
-    decisions: list[Encoded]
-    offsets: Offsets
-    decode: float
-    engine: float
-    produce: float
-    commit: Future[float]
-
-    def timing(self, commit_seconds: float) -> Timing:
-        return Timing(self.decode, self.engine, self.produce + commit_seconds)
 
 
 @dataclass(frozen=True)

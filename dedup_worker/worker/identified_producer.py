@@ -1,4 +1,4 @@
-"""The decisions producer under this worker's identity, and what the worker loop needs of it.
+"""The decisions producer under this worker's identity (the worker loop's ``Publisher``).
 
 ``IdentifiedProducer`` wraps a ``DecisionProducer`` built for the identity's transactional id
 and enforces the identity's one rule: no transaction begins or commits under an id the worker
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from dedup_worker.adapters.kafka import DecisionProducer, GroupMetadata, Offsets
 from dedup_worker.core.slots import LeaseStatus
@@ -24,22 +23,9 @@ from dedup_worker.worker.identity import Identity
 logger = logging.getLogger(__name__)
 
 
-class Publisher(Protocol):
-    """What the worker loop (``service.Worker``) needs from its producer."""
-
-    @property
-    def transactional(self) -> bool: ...
-
-    def begin(self) -> None: ...
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None: ...
-    def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None: ...
-    def flush(self) -> None: ...
-    def abort(self) -> None: ...
-    def close(self) -> None: ...
-
-
 class IdentifiedProducer:
-    """A ``Publisher`` that produces only while its identity is held (see the module doc)."""
+    """A ``ports.Publisher`` that produces only while its identity is held (see the module
+    doc)."""
 
     def __init__(self, identity: Identity, connect: Callable[[str], DecisionProducer]) -> None:
         self._identity = identity

@@ -43,8 +43,14 @@ class WorkerMetrics:
             registry=self.registry,
         )
         self.retries = self._counter("backend_retries", "batches retried after BackendUnavailable")
+        self.prefetched_batches = self._counter(
+            "prefetched_batches",
+            "batches polled and prepared while the previous one was decided (a backlog)",
+        )
+        # Always 0 since batches no longer commit in a helper thread (README, "Measured
+        # figures"); still exported so that dashboards reading it do not break.
         self.overlapped_commits = self._counter(
-            "overlapped_commits", "batches committed while the next batch was decided (a backlog)"
+            "overlapped_commits", "always 0: batches no longer commit while the next is decided"
         )
         self.probe_seconds = self._histogram("probe_seconds", "one index probe_insert call")
         self.engine_seconds = self._histogram("engine_seconds", "engine.process of one batch")

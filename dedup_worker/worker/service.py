@@ -8,47 +8,44 @@ The commit order (the one and only):
    detail, original key and value) and processing carries on with the next record; then
    ``engine.prepare`` (fingerprints, checksums: CPU only, nothing stored);
 3. ``engine.decide``: the index and page records in Redis are updated here; replaying a batch
-   is safe (same decisions, no second index entry), which is what makes 5-6 safe. The
+   is safe (same decisions, no second index entry), which is what makes 4-5 safe. The
    decisions are encoded here too. If this fails with anything but a ``NeardupError``, the
    batch is redone page by page and the pages that fail become ``processing_failed`` dead
    letters (bad input that passed the contract must not crash-loop the worker);
-4. the previous batch's commit, if it is still in flight (see below), is waited for;
-5. begin a transaction (transactional mode), produce every decision (key = host) to the
+4. begin a transaction (transactional mode), produce every decision (key = host) to the
    decisions topic and every dead letter (key = the original key) to the DLQ topic;
-6. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
+5. transactional: ``send_offsets_to_transaction`` + ``commit_transaction``, so decisions and
    offsets commit together; otherwise ``flush`` (every record acknowledged), then commit the
    offsets synchronously (at-least-once: a crash between the two replays the batch, and the
    replay yields the same decisions);
-7. then the next batch.
+6. then the next batch.
 
-Backlog (a batch came full): steps 1-2 of the next batch run in a prefetch thread during step 3
-of this one, whose Redis waits release the GIL; and in transactional mode step 6 runs in a
-commit thread while the next batch goes through 1-3 (its Redis steps need neither the producer
-nor the consumer). So batch N+1 is decided while N commits, but never produced before N's
-commit landed (step 4), and a Kafka producer has one transaction open at a time. The prefetch
-finishes before step 5, so the consumer is never used by two threads at once. Under lighter
-load every step runs in order in this thread: a batch commits before the next poll, so the
-next batch takes the pages that arrived meanwhile.
+One concurrency mechanism, prefetch: when a batch came full (a backlog), steps 1-2 of the next
+batch run in a prefetch thread during step 3 of this one, whose Redis waits release the GIL.
+The prefetch finishes before step 4, so the consumer is never used by two threads at once, and
+a batch commits before the next one is decided. Under lighter load every step runs in order
+in this thread, so the next batch takes the pages that arrived meanwhile. (Committing batch N
+in a helper thread while N+1 was decided measured within noise of this, and was removed: see
+the README, "Measured figures".)
 
 Failures: a commit retries a retriable Kafka failure in place for up to ``commit_retry_ms``
 (an abort could undo a commit the broker completes later). ``BackendUnavailable`` (Redis or
-Kafka unreachable) anywhere in 3-6 waits for a commit in flight, aborts the open transaction,
-seeks the consumer back to the first offsets of everything not committed (this batch, a
-prefetched one, and a handed-over one whose commit failed) and sleeps an exponential, capped
-backoff before polling (the same records) again; the consumer keeps polling between attempts,
-so it stays in its group however long the outage lasts. ``OwnershipLost`` (a rebalance refused
-our commit, or ran during the prefetch) does the same without the backoff: the partitions'
-owner processes the records again.
+Kafka unreachable) anywhere in 3-5 aborts the open transaction, seeks the consumer back to the
+first offsets of everything not committed (this batch and a prefetched one) and sleeps an
+exponential, capped backoff before polling (the same records) again; the consumer keeps
+polling between attempts, so it stays in its group however long the outage lasts.
+``OwnershipLost`` (a rebalance refused our commit, or ran during the prefetch) does the same
+without the backoff: the partitions' owner processes the records again.
 
-Rebalances: the rebalance callbacks run inside a poll (in whichever thread polls). Before
-partitions are revoked, the callback waits for a commit in flight, so their next owner starts
-after it. A rebalance during a prefetch is noticed before step 5 and the batch is redone rather
+Rebalances: the rebalance callbacks run inside a poll (in whichever thread polls). A poll in
+this thread comes after the previous batch committed, so nothing is in flight when partitions
+move. A rebalance during a prefetch is noticed before step 4 and the batch is redone rather
 than committed over a new owner. A revoked batch that was being retried is simply redelivered
 to the partition's new owner.
 
-Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits (a commit
-in flight lands), then the consumer leaves the group and the producer closes. A stop during a
-backoff leaves that batch uncommitted; it is redelivered.
+Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits, then the
+consumer leaves the group and the producer closes. A prefetched batch and a batch waiting out a
+backoff are left uncommitted; the group redelivers them.
 """
 
 from __future__ import annotations
@@ -56,48 +53,30 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Protocol
 
 from dedup_worker.adapters.kafka import (
     Offsets,
     OwnershipLost,
-    PageConsumer,
     Record,
     first_offsets,
     next_offsets,
     offsets_text,
 )
-from dedup_worker.contract.messages import DeadLetter, Decision, Page
-from dedup_worker.core.engine import Prepared
+from dedup_worker.contract.messages import DeadLetter
 from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
-from dedup_worker.worker.batching import (
-    Backoff,
-    Batch,
-    Encoded,
-    InFlight,
-    Timing,
-    encode_decisions,
-)
+from dedup_worker.worker.batching import Backoff, Batch, Encoded, Timing, encode_decisions
 from dedup_worker.worker.config import WorkerConfig
-from dedup_worker.worker.identified_producer import Publisher
 from dedup_worker.worker.intake import Intake, record_fields
 from dedup_worker.worker.metrics import WorkerMetrics
+from dedup_worker.worker.ports import Engine, PageSource, Publisher
 from dedup_worker.worker.reporting import BatchReporter
 
 logger = logging.getLogger(__name__)
 
 #: How often the consumer-lag gauge is refreshed (it costs a ListOffsets round trip).
 LAG_INTERVAL_S = 5.0
-
-
-class Engine(Protocol):
-    """What the worker needs from ``dedup_worker.core.engine.DedupEngine``."""
-
-    def process(self, pages: Sequence[Page]) -> list[Decision]: ...
-    def prepare(self, pages: Sequence[Page]) -> Prepared: ...
-    def decide(self, prepared: Prepared) -> list[Decision]: ...
 
 
 class Worker:
@@ -107,7 +86,7 @@ class Worker:
         self,
         config: WorkerConfig,
         engine: Engine,
-        consumer: PageConsumer,
+        consumer: PageSource,
         producer: Publisher,
         metrics: WorkerMetrics | None = None,
         clock: Callable[[], float] = time.time,
@@ -128,12 +107,6 @@ class Worker:
         # at lower load a batch should take the pages that arrive while the previous one runs.
         self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._next: Future[Batch] | None = None
-        # One thread that commits a produced batch's transaction while the next batch is
-        # decided (transactional mode); see the module doc.
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
-        self._in_flight: InFlight | None = None
-        self._uncommitted: Batch | None = None  # handed over, commit failed: rewind it too
-        consumer.before_revoke = self._await_commit
 
     def stop(self) -> None:
         """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
@@ -160,8 +133,6 @@ class Worker:
         try:
             if batch.records:
                 self._handle(batch)
-            else:
-                self._settle()
         except BackendUnavailable as exc:
             self._retry_later(batch, exc)
         except OwnershipLost as exc:
@@ -202,6 +173,7 @@ class Worker:
     def _prefetch(self, batch: Batch) -> None:
         if len(batch.records) >= self.config.batch_max_records and not self._stop.is_set():
             self._next = self._prefetcher.submit(self._fetch)
+            self.metrics.prefetched_batches.inc()
 
     def _consumer_idle(self) -> None:
         """Wait for the prefetch to finish: from here this thread alone uses the consumer."""
@@ -213,88 +185,23 @@ class Worker:
         started = time.perf_counter()
         decisions = self._decide(batch)
         decided = time.perf_counter()
-        self._settle()
         self._consumer_idle()
         if self.consumer.rebalances != batch.rebalances:
             # The prefetch's poll ran a rebalance: our partitions may have a new owner that
             # starts from the last commit. Redo the batch rather than race it.
             raise OwnershipLost("the group rebalanced while the batch was decided")
-        if self.producer.transactional and len(batch.records) >= self.config.batch_max_records:
-            # A backlog: commit while the next batch is decided. Under lighter load a batch
-            # commits before the next poll, so the next one takes what arrived meanwhile
-            # (fewer, larger transactions: the broker's per-request cost dominates there).
-            self._produce_and_hand_over(batch, decisions, decided - started)
-            return
         offsets = self._publish(batch, decisions)
         timing = Timing(batch.decode_seconds, decided - started, time.perf_counter() - decided)
         self._reporter.committed(batch, decisions, timing, offsets)
 
-    def _produce_and_hand_over(
-        self, batch: Batch, decisions: list[Encoded], engine_seconds: float
-    ) -> None:
-        """Produce the batch in a new transaction, then commit it in the helper thread while
-        the next batch is decided (its Redis steps need neither the producer nor the
-        consumer); ``_settle`` waits for the commit before the next transaction begins."""
-        started = time.perf_counter()
-        offsets = next_offsets(batch.records)
-        self._produce(batch, decisions)
-        metadata = self.consumer.group_metadata()
-        produced = time.perf_counter()
-        commit = self._committer.submit(self._commit, offsets, metadata)
-        self._in_flight = InFlight(
-            batch, decisions, offsets, batch.decode_seconds, engine_seconds,
-            produced - started, commit,
-        )  # fmt: skip
-
-    def _commit(self, offsets: Offsets, metadata: Any) -> float:
-        started = time.perf_counter()
-        self.producer.commit(offsets, metadata)
-        return time.perf_counter() - started
-
-    def _settle(self) -> None:
-        """Wait for the batch committing in the helper thread and account for it. Its failure
-        is raised here; its records are then rewound with the current batch's."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is None:
-            return
-        try:
-            commit_seconds = in_flight.commit.result()
-        except BaseException:
-            self._uncommitted = in_flight.batch
-            raise
-        logger.debug("committed %s", offsets_text(in_flight.offsets))
-        timing = in_flight.timing(commit_seconds)
-        self._reporter.committed(in_flight.batch, in_flight.decisions, timing, in_flight.offsets)
-        self.metrics.overlapped_commits.inc()
-
-    def _settle_quietly(self) -> None:
-        """``_settle`` when something else already failed: a commit failure is logged (its
-        batch is rewound with the rest)."""
-        try:
-            self._settle()
-        except NeardupError as exc:
-            logger.warning("the previous batch did not commit either: %s", exc)
-
-    def _await_commit(self) -> None:
-        """Before partitions are revoked (inside a poll, in whichever thread polls): let the
-        commit in flight land, so their next owner starts after it, not before."""
-        in_flight = self._in_flight
-        if in_flight is not None:
-            wait([in_flight.commit])
-
     def _drop(self, batch: Batch) -> list[Record]:
         """Abort what is open and seek back to everything not committed (returned)."""
-        self._settle_quietly()
         self.producer.abort()
         return self._rewind(batch)
 
     def _rewind(self, batch: Batch) -> list[Record]:
-        """Seek back to the batch's first records, and to those of a prefetched batch (dropped)
-        and of a handed-over batch whose commit failed."""
+        """Seek back to the batch's first records, and to those of a prefetched batch (dropped)."""
         records = list(batch.records)
-        if self._uncommitted is not None:
-            records = self._uncommitted.records + records
-            self._uncommitted = None
         if self._next is not None:
             future, self._next = self._next, None
             try:
@@ -395,8 +302,6 @@ class Worker:
         A prefetched batch is left uncommitted: the group redelivers it."""
         self._consumer_idle()
         self._prefetcher.shutdown()
-        self._settle_quietly()
-        self._committer.shutdown()
         self.producer.abort()  # only a failed commit leaves one open
         try:
             self.consumer.close()

@@ -43,6 +43,9 @@ def register(commands: Any) -> None:
 def run_crawl(args: argparse.Namespace) -> int:
     from neardup.crawl_run import CrawlError, CrawlOptions, CrawlRun
     from neardup.errors import NeardupError
+    from neardup.extras import require_extra
+
+    require_extra("crawler", "neardup crawl (the spider runs Scrapy)")
 
     seeds = list(args.seeds)
     if args.seed_file is not None:

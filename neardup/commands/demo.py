@@ -38,7 +38,13 @@ def run_demo(args: argparse.Namespace) -> int:
     from neardup.demo.run import DemoOptions
     from neardup.demo.run import run_demo as run
     from neardup.errors import NeardupError
+    from neardup.extras import require_extra
 
+    # Checked before anything starts: the demo crawls (Scrapy), on the embedded broker and
+    # Redis, and writes the HTML report.
+    require_extra("crawler", "neardup demo (the spider runs Scrapy)")
+    require_extra("stack", "neardup demo (it runs the embedded broker and Redis)")
+    require_extra("report", "neardup demo (it writes the HTML report)")
     if args.workers < 1:
         return _fail("--workers must be >= 1 (the workers decide; without one nothing would)")
     if args.out.exists() and not args.out.is_dir():

@@ -52,9 +52,12 @@ def register(commands: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from dedup_worker.core import detectors, quality
     from dedup_worker.errors import ConfigError
+    from neardup.evaluation import detectors, quality
+    from neardup.extras import require_extra
 
+    if args.out and not args.no_plots:  # before the work, not after it
+        require_extra("report", "neardup eval's plots (or pass --no-plots)")
     try:
         specs = [detectors.parse_spec(s) for s in args.detector or DEFAULT_DETECTORS]
         ids, documents = load_corpus(args.corpus)
@@ -111,6 +114,9 @@ def load_corpus(path: Path) -> tuple[list[str], list[Any]]:
 
 
 def _load_html(root: Path) -> tuple[list[str], list[Any]]:
+    from neardup.extras import require_extra
+
+    require_extra("crawler", "neardup eval on a directory of HTML pages (text extraction)")
     from crawler.extract import extract
     from dedup_worker.core.simhash import Document
 
@@ -155,7 +161,7 @@ def _corpus_summary(path: Path, sets: Any, labels: Any) -> dict[str, Any]:
 
 
 def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
-    from dedup_worker.core import detectors, quality
+    from neardup.evaluation import detectors, quality
 
     matched = run.matched()
     summary: dict[str, Any] = {
@@ -276,7 +282,7 @@ def _plot_resemblance(plt: Any, path: Path, values: Any) -> None:
 
 
 def _plot_estimates(plt: Any, path: Path, verified: list[tuple[str, Any]], sets: Any) -> None:
-    from dedup_worker.core import quality
+    from neardup.evaluation import quality
 
     fig, axes = plt.subplots(1, len(verified), figsize=(5.5 * len(verified), 4.5), squeeze=False)
     for ax, (name, run) in zip(axes[0], verified, strict=True):

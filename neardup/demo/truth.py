@@ -3,7 +3,7 @@
 Every HTML page is rendered against the hosts' base URLs and extracted exactly as the spider
 does (:func:`crawler.extract.extract`): its visible text and canonical outlinks. Two pages are
 *partners* iff the Jaccard resemblance of their word 4-shingle sets is >= 0.9: the reference
-relation of :mod:`dedup_worker.core.quality`, computed exactly (prefix and length filters, no
+relation of :mod:`neardup.evaluation.quality`, computed exactly (prefix and length filters, no
 pair missed). ``subtree_truth`` also carries the construction's view (``neardup.demo.subtrees``):
 the unit tests check that both agree.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 from crawler.extract import extract
 from crawler.urls import canonicalize_url
-from dedup_worker.core.quality import THRESHOLD, shingle_sets, similar_pairs
 from neardup.demo.planted import Site, render
 from neardup.demo.subtrees import Key, SubtreeSite
+from neardup.evaluation.quality import THRESHOLD, shingle_sets, similar_pairs
 
 
 @dataclass(frozen=True)

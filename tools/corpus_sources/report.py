@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from corpus_sources.common import Doc
-from dedup_worker.core import quality
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
+from neardup.evaluation import quality
 
 JACCARD_BANDS = ((0.5, 0.8), (0.8, 0.85), (0.85, 0.9), (0.9, 0.95), (0.95, 1.0))
 HAMMING_BANDS = ((0, 3), (4, 6), (7, 9), (10, 12), (13, 64))

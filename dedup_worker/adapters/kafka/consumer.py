@@ -54,9 +54,6 @@ class PageConsumer:
         #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
         #: a batch's partitions may have moved between its poll and its commit.
         self.rebalances = 0
-        #: Called before partitions are revoked, in the polling thread: the worker lets a
-        #: commit in flight land first, so the partitions' next owner starts after it.
-        self.before_revoke: Callable[[], None] = _nothing
         fetch_max = max(52_428_800, max_message_bytes)
         self._consumer = Consumer(
             settings.client_config(
@@ -86,7 +83,6 @@ class PageConsumer:
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.before_revoke()
         self.rebalances += 1
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
 
@@ -168,10 +164,6 @@ class PageConsumer:
         """Leave the group (its partitions move at once) without committing anything more."""
         with kafka_errors("closing the pages consumer"):
             self._consumer.close()
-
-
-def _nothing() -> None:
-    return None
 
 
 def _log_change(change: str, partitions: list[Partition]) -> None:

@@ -190,9 +190,9 @@ def test_redis_down_for_a_while_loses_no_page(
 def test_a_backlog_in_small_batches_survives_redis_going_down(
     setup: Callable[..., Setup], redis_server: RedisServer
 ) -> None:
-    """A backlog in batches of 5: each batch commits while the next is decided. Redis stops
-    mid-backlog, so a decide fails with a commit in flight: that commit lands or is rewound
-    with the rest, and every page still ends with exactly one decision."""
+    """A backlog in batches of 5: the next batch is prefetched while each is decided. Redis
+    stops mid-backlog, so a decide fails with a prefetched batch waiting: both are rewound,
+    and every page still ends with exactly one decision."""
     s = setup(redis_url=redis_server.url, batch_max_records="5")
     pages = [page(f"https://b.example/{i}", text(500 + i), 100.0 + i) for i in range(1500)]
     produce_pages(s.bootstrap, s.pages, pages)
@@ -209,9 +209,9 @@ def test_a_backlog_in_small_batches_survives_redis_going_down(
             redis_server.resume()
         reader.wait_for_pages(pages, timeout=120)
         reader.settle(1.0)
-        overlapped = worker.metrics.value("neardup_worker_overlapped_commits_total")
+        prefetched = worker.metrics.value("neardup_worker_prefetched_batches_total")
     reader.close()
-    assert overlapped > 0, "no commit ran while the next batch was decided"
+    assert prefetched > 0, "no batch was prefetched while the previous one was decided"
     counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
     assert set(counts) == {(p.url, p.fetched_at) for p in pages}
     assert set(counts.values()) == {1}  # transactions: exactly one decision per page
@@ -222,7 +222,7 @@ def test_a_broker_stall_mid_backlog_loses_no_page(
     setup: Callable[..., Setup], redis_server: RedisServer, kafka_broker: KafkaBroker
 ) -> None:
     """The broker stops answering for 3 s while the worker runs a backlog in batches of 5 (so a
-    commit is in flight when it stops): the commit waits it out, nothing is lost or doubled."""
+    commit is under way when it stops): the commit waits it out, nothing is lost or doubled."""
     s = setup(redis_url=redis_server.url, batch_max_records="5")
     pages = [page(f"https://k.example/{i}", text(4000 + i), 100.0 + i) for i in range(1500)]
     produce_pages(s.bootstrap, s.pages, pages)
@@ -237,10 +237,10 @@ def test_a_broker_stall_mid_backlog_loses_no_page(
             kafka_broker.resume()
         reader.wait_for_pages(pages, timeout=120)
         reader.settle(1.0)
-        overlapped = worker.metrics.value("neardup_worker_overlapped_commits_total")
+        prefetched = worker.metrics.value("neardup_worker_prefetched_batches_total")
     reader.close()
     assert stalled_at < len(pages), "the backlog was done before the broker stopped"
-    assert overlapped > 0, "no commit ran while the next batch was decided"
+    assert prefetched > 0, "no batch was prefetched while the previous one was decided"
     counts = Counter((d.url, d.fetched_at) for d in reader.decisions)
     assert set(counts) == {(p.url, p.fetched_at) for p in pages}
     assert set(counts.values()) == {1}  # transactions: exactly one decision per page

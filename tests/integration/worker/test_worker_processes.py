@@ -47,7 +47,7 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
 ) -> None:
     """Mid-stream SIGTERM: exit 0; decisions published == pages committed, exactly; a restarted
     worker then decides the rest with no page decided twice. In batches of 10 the stream is a
-    backlog, so the stop finds a commit in flight and must land it first."""
+    backlog, so the stop finds the next batch prefetched and must leave it uncommitted."""
     port = free_port()
     s = setup(
         redis_url=redis_server.url,
@@ -65,9 +65,9 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
         assert worker.terminate() == 0, worker.log_text()
     for name in ("pages_total", "decisions_total", "probe_seconds", "consumer_lag"):
         assert f"neardup_worker_{name}" in metrics
-    overlapped = re.search(r"^neardup_worker_overlapped_commits_total (\S+)$", metrics, re.M)
-    assert overlapped is not None
-    assert (float(overlapped.group(1)) > 0) == (batch == 10)
+    prefetched = re.search(r"^neardup_worker_prefetched_batches_total (\S+)$", metrics, re.M)
+    assert prefetched is not None
+    assert (float(prefetched.group(1)) > 0) == (batch == 10)
     assert "worker stopped" in worker.log_text()
     committed = committed_offsets(s, 2)
     topic = TopicReader(s.bootstrap, s.pages)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from dedup_worker.core import detectors, quality
 from dedup_worker.core.simhash import Document
 from dedup_worker.core.sketch import (
     RECOMMENDED_FEATURES,
@@ -23,6 +22,7 @@ from dedup_worker.core.sketch import (
     RECOMMENDED_TABLES_K,
     SketchConfig,
 )
+from neardup.evaluation import detectors, quality
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "quality"
 WINNER = "hybrid:title_weight=0,k=3,bins=512,bits=2,threshold=0.9"  # uncapped words, k=3

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedup_worker.core import quality
-from dedup_worker.core.detectors import parse_spec, run
 from dedup_worker.core.simhash import Document
 from dedup_worker.core.text import words
 from dedup_worker.errors import ConfigError
+from neardup.evaluation import quality
+from neardup.evaluation.detectors import parse_spec, run
 
 
 def _shingles(text: str) -> set[tuple[str, ...]]:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dedup_worker.core import detectors, quality
 from dedup_worker.core.simhash import Document
+from neardup.evaluation import detectors, quality
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "quality_real"
 DEFAULT = (  # the engine's default (test_quality_floors checks it is)

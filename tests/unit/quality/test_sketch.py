@@ -12,23 +12,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedup_worker.core import quality
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
-    MinHasher,
     SketchConfig,
     Sketcher,
-    SuperShingleConfig,
     estimate,
     estimate_rows,
-    match_probability,
-    minhash_estimates,
     sketch_count,
-    super_shingles,
     verify,
 )
 from dedup_worker.errors import ConfigError
+from neardup.evaluation import quality
+from neardup.evaluation.minhash import (
+    MinHasher,
+    SuperShingleConfig,
+    match_probability,
+    minhash_estimates,
+    super_shingles,
+)
 
 FOX = "The quick brown fox jumps over the lazy dog."
 TEXTS = [

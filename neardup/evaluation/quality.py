@@ -24,10 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dedup_worker.core import _quality_kernel as qk
-from dedup_worker.core import _sketch_kernel as sk
-from dedup_worker.core._simhash_kernel import aligned
-from dedup_worker.core.text import prepare
+from dedup_worker.core.sketch import shingle_hashes
+from neardup.evaluation import _quality_kernel as qk
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +58,7 @@ class ShingleSets:
 
 def shingle_sets(texts: Sequence[str]) -> ShingleSets:
     """The reference's shingle sets of the given texts (64-bit hashes of word 4-shingles)."""
-    parts = [prepare(text) for text in texts]
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    ends = np.cumsum(lengths)
-    hashes, offsets = sk.shingle_hashes(aligned(b"".join(parts)), ends - lengths, ends)
-    values, new_offsets = qk.sorted_sets(hashes, offsets)
+    values, new_offsets = qk.sorted_sets(*shingle_hashes(texts))
     return ShingleSets(values, new_offsets)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dedup_worker.core._hamming_kernel import popcount
+from dedup_worker.core.bitops import popcount
 
 
 @njit(cache=True)

@@ -29,25 +29,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedup_worker.core import _quality_kernel as qk
-from dedup_worker.core import quality
 from dedup_worker.core.design import Design, build_design
 from dedup_worker.core.index_api import agrees_on_a_key
 from dedup_worker.core.planner import plan
-from dedup_worker.core.quality import Pairs
 from dedup_worker.core.simhash import Document, FeatureConfig
 from dedup_worker.core.sketch import (
-    MinHasher,
     SketchConfig,
     Sketcher,
-    SuperShingleConfig,
     accepts_many,
     estimate_rows,
-    minhash_estimates,
     row_counts,
-    super_shingles,
 )
 from dedup_worker.errors import ConfigError
+from neardup.evaluation import _quality_kernel as qk
+from neardup.evaluation import quality
+from neardup.evaluation.minhash import (
+    MinHasher,
+    SuperShingleConfig,
+    minhash_estimates,
+    super_shingles,
+)
+from neardup.evaluation.quality import Pairs
 
 logger = logging.getLogger(__name__)
 
