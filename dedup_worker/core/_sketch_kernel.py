@@ -16,7 +16,7 @@ reference in ``quality.py`` all see the same tokens.
   pass, so the words are found and hashed once per page.
 
 Every constant here defines sketch version 1; the golden values in
-``tests/unit/quality/test_sketch.py`` pin it.
+``tests/unit/dedup_worker/core/test_sketch.py`` pin it.
 """
 
 from __future__ import annotations
