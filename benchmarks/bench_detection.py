@@ -17,7 +17,7 @@ of word 4-shingles. It prints
 - candidates the index proposed per page and the share the sketch rejected (false
   candidates), and the engine's pages/s in this process.
 
-Asserts nothing; the quality floors live in ``tests/unit/quality``.
+Asserts nothing; the quality floors live in ``tests/unit/neardup/evaluation``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ are attached to its report.
 from __future__ import annotations
 
 import re
+import signal
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, Protocol
@@ -21,6 +22,18 @@ from neardup.errors import StackError
 from neardup.stack import KafkaBroker, RedisCluster, RedisServer
 
 _SERVER_FIXTURES = ("kafka_broker", "redis_server", "redis_cluster")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the processes the tests start a working Ctrl-C even when this run has none.
+
+    A shell starts a background job (``pytest &``, ``nohup pytest &`` in a script) with SIGINT
+    ignored, an ignored signal stays ignored across exec, and Python then installs no
+    KeyboardInterrupt handler: every test that stops a child with SIGINT would wait for nothing
+    (three did, in a suite run from a script). A caught signal is reset to the default on exec,
+    so catching it here gives every child its normal Ctrl-C."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class _Startable(Protocol):

@@ -45,10 +45,10 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   fetched), a missing rule only costs fetches. Evidence alone also rejects them (the tests
   turn the list off); the list covers a crawl too short for evidence to accumulate.
 
-With these numbers a simulated crawl of the test site ``tests/sites/subtrees.py`` (oracle
+With these numbers a simulated crawl of the test site ``neardup/demo/subtrees.py`` (oracle
 decisions, breadth-first, depth-first and shuffled orders) keeps coverage 1.0, skips no trap
 page, and wastes 0.45-0.48 of what a crawl without suppression wastes
-(``tests/unit/rules/test_policy_on_sites.py``).
+(``tests/unit/crawler/rules/test_policy_on_sites.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ failed) or the index missed the pair: it finds candidates within a few bits of t
 and pairs at Jaccard >= 0.9 sometimes lie further apart. On the subtree test site the default
 detector finds 191 of 197 copies, and the six it misses come in runs (two print views two items
 apart, two adjacent mirror topics): enough to put 2 failures among a good rule's last 8 checks
-and drop it for good (``tests/unit/rules/test_policy_on_sites.py`` measures it).
+and drop it for good (``tests/unit/crawler/rules/test_policy_on_sites.py`` measures it).
 
 So the crawler keeps its own sketch of each page it publishes (the same 1024 x 2-bit
 one-permutation MinHash of word 4-shingles the worker verifies with, computed from the page's

@@ -16,7 +16,8 @@ word a branch per byte mispredicts at every word boundary and costs more than th
    word, so eight additions count 64 positions).
 
 Every constant and step here defines fingerprint version 1; changing any of them changes the
-golden values in ``tests/unit/core/test_simhash_golden.py`` and needs a new FINGERPRINT_VERSION.
+golden values in ``tests/unit/dedup_worker/core/test_simhash.py`` and needs a new
+FINGERPRINT_VERSION.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ reference of ``neardup.evaluation.quality`` all see the same tokens (``shingle_h
   pass, so the words are found and hashed once per page.
 
 Every constant here defines sketch version 1; the golden values in
-``tests/unit/quality/test_sketch.py`` pin it.
+``tests/unit/dedup_worker/core/test_sketch.py`` pin it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   the exact reference resemblance and Broder's MinHash (``neardup.evaluation``) start from them.
 
 Deterministic throughout (fmix64 of the version-1 word hashes; never Python's ``hash()``); the
-golden sketches in ``tests/unit/quality/test_sketch.py`` pin sketch version 1.
+golden sketches in ``tests/unit/dedup_worker/core/test_sketch.py`` pin sketch version 1.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The deployed worker gets ``core.engine.DedupEngine``, ``adapters.kafka.PageConsumer`` and
 ``identified_producer.IdentifiedProducer`` (built in ``main``); the loop sees only these
 Protocols, so its commit order can also be checked against an in-process stand-in
-(``tests/unit/worker/test_commit_order.py``) besides the real broker.
+(``tests/unit/dedup_worker/worker/test_commit_order.py``) besides the real broker.
 """
 
 from __future__ import annotations

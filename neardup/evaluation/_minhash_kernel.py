@@ -3,7 +3,8 @@
 ``n`` independent minima per page over its word 4-shingle hashes (``core.sketch.
 shingle_hashes``, the tokens every sketch samples), one fmix64 permutation each: slower than
 the one-permutation sketch the worker verifies with, kept as the textbook baseline of
-``neardup eval``. The constants pin the golden values in ``tests/unit/quality/test_sketch.py``.
+``neardup eval``. The constants pin the golden values in
+``tests/unit/dedup_worker/core/test_sketch.py``.
 """
 
 from __future__ import annotations

@@ -7,24 +7,20 @@ indexes get a new namespace each time, so tests (and hypothesis examples) never 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 import redis.cluster
-from index_helpers import IndexFactory
 
 from dedup_worker.adapters.redis_index import RedisIndex
 from dedup_worker.core.design import Design
 from dedup_worker.core.index_api import HammingIndex
 from dedup_worker.core.memory_index import InMemoryIndex
 from neardup.stack import RedisCluster, RedisServer
-
-
-def new_namespace() -> str:
-    return f"t{uuid.uuid4().hex[:12]}"
+from tests.support.index_helpers import IndexFactory
+from tests.support.namespaces import new_namespace
 
 
 @pytest.fixture(scope="session")

@@ -13,17 +13,6 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from conftest_docs import (  # noqa: F401  (fixtures register by import)
-    BACKENDS,
-    REDIS_BACKENDS,
-    DocsFactory,
-    docs_client_fixture,
-    docs_cluster_client_fixture,
-    docs_redis_client_fixture,
-    make_docs_fixture,
-    new_namespace,
-    record,
-)
 from hypothesis import HealthCheck, given, settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -34,6 +23,17 @@ from dedup_worker.adapters.redis_docs_codec import RecordTooLarge
 from dedup_worker.core.records import PENDING, SUPPRESSED, DocRecord, MemoryDocStore, page_id
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from neardup.stack import RedisServer
+from tests.support.docs_contract import (  # noqa: F401  (fixtures register by import)
+    BACKENDS,
+    REDIS_BACKENDS,
+    DocsFactory,
+    docs_client_fixture,
+    docs_cluster_client_fixture,
+    docs_redis_client_fixture,
+    make_docs_fixture,
+    new_namespace,
+    record,
+)
 
 all_backends = pytest.mark.parametrize("backend", BACKENDS)
 redis_only = pytest.mark.parametrize("backend", REDIS_BACKENDS)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from dedup_worker.core.engine import DedupEngine
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_backends, engine_settings
 from neardup.stack import RedisCluster, RedisServer
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "quality" / "corpus.jsonl"
+FIXTURE = FIXTURES / "quality" / "corpus.jsonl"
 Final = dict[tuple[str, float], tuple[str, str | None]]
 
 

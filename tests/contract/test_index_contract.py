@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from index_helpers import (
+
+from dedup_worker.core.design import build_design
+from dedup_worker.core.index_api import TOMBSTONE
+from dedup_worker.core.memory_index import InMemoryIndex
+from dedup_worker.errors import ConfigError, IndexError_
+from tests.support.index_helpers import (
     BACKENDS,
     REDIS_BACKENDS,
     IndexFactory,
@@ -23,11 +28,6 @@ from index_helpers import (
     split,
     without_self,
 )
-
-from dedup_worker.core.design import build_design
-from dedup_worker.core.index_api import TOMBSTONE
-from dedup_worker.core.memory_index import InMemoryIndex
-from dedup_worker.errors import ConfigError, IndexError_
 
 U64 = np.uint64
 

@@ -12,8 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from conftest import new_namespace
-from index_helpers import REDIS_BACKENDS, Oracle, planted, rows, without_self
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -22,6 +20,8 @@ from dedup_worker.adapters.redis_index import RedisIndex
 from dedup_worker.core.design import build_design
 from dedup_worker.errors import BackendUnavailable, ConfigError
 from neardup.stack import RedisServer, free_port
+from tests.support.index_helpers import REDIS_BACKENDS, Oracle, planted, rows, without_self
+from tests.support.namespaces import new_namespace
 
 pytestmark = pytest.mark.integration
 

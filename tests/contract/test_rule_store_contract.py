@@ -14,7 +14,17 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 from redis.crc import key_slot
-from rules_helpers import (  # noqa: F401  (fixtures register by import)
+
+from crawler.rules.book import RuleChange
+from crawler.rules.learning import Observation
+from crawler.rules.policy import DEFAULT_POLICY, Evidence, RulePolicy, State
+from crawler.rules.redis_store import RedisRuleStore, rules_prefix
+from crawler.rules.rewrite import ParamRule, PathRewrite
+from crawler.rules.shared import SharedRules
+from crawler.rules.store import MemoryRuleStore
+from dedup_worker.adapters.redis_client import connect
+from dedup_worker.errors import BackendUnavailable, ConfigError
+from tests.support.rules_helpers import (  # noqa: F401  (fixtures register by import)
     ALIAS,
     BACKENDS,
     REDIS_BACKENDS,
@@ -28,16 +38,6 @@ from rules_helpers import (  # noqa: F401  (fixtures register by import)
     new_crawl_id,
     rules_client_fixture,
 )
-
-from crawler.rules.book import RuleChange
-from crawler.rules.learning import Observation
-from crawler.rules.policy import DEFAULT_POLICY, Evidence, RulePolicy, State
-from crawler.rules.redis_store import RedisRuleStore, rules_prefix
-from crawler.rules.rewrite import ParamRule, PathRewrite
-from crawler.rules.shared import SharedRules
-from crawler.rules.store import MemoryRuleStore
-from dedup_worker.adapters.redis_client import connect
-from dedup_worker.errors import BackendUnavailable, ConfigError
 
 all_backends = pytest.mark.parametrize("backend", BACKENDS)
 redis_only = pytest.mark.parametrize("backend", REDIS_BACKENDS)
@@ -277,9 +277,9 @@ def site_truth() -> Any:
 def test_a_simulated_crawl_learns_the_same_on_redis(
     make_rules: RulesFactory, site_truth: Any
 ) -> None:
-    """The test site's crawl (sites.simulate) with the store in Redis: same fetches, skips and
-    rules as with the in-memory reference, decision after decision."""
-    from sites.simulate import simulate
+    """The test site's crawl (tests.support.simulate) with the store in Redis: same fetches,
+    skips and rules as with the in-memory reference, decision after decision."""
+    from tests.support.simulate import simulate
 
     reference = simulate(site_truth, "rules", order="random1")
     shared = simulate(site_truth, "rules", order="random1", store=make_rules)

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crawl_helpers import Env
 
 from neardup.demo.planted import build_site
 from neardup.demo.server import SiteServer
 from neardup.stack import KafkaBroker, RedisServer
+from tests.support.crawl_helpers import Env
 
 
 @pytest.fixture

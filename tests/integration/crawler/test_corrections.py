@@ -15,7 +15,6 @@ import time
 
 import pytest
 import redis
-from crawl_helpers import Env, stats_line, wait_all
 
 from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
 from dedup_worker.adapters.kafka import KafkaSettings, Sender, TopicReader
@@ -23,6 +22,7 @@ from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
 from neardup.demo.manifest import manifest
 from neardup.demo.server import SiteServer
 from neardup.stack import RedisServer
+from tests.support.crawl_helpers import Env, stats_line, wait_all
 
 pytestmark = pytest.mark.integration
 

@@ -7,11 +7,11 @@ import json
 from collections import Counter
 
 import pytest
-from crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
 
 from dedup_worker.contract.messages import decode_page
 from neardup.demo.manifest import manifest
 from neardup.demo.server import SiteServer
+from tests.support.crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
 
 pytestmark = pytest.mark.integration
 

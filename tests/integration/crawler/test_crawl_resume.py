@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
 
 from neardup.demo.manifest import manifest
 from neardup.demo.server import SiteServer
+from tests.support.crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawl_helpers import REPO, Env, final_decisions, read_topic, stats_line, wait_all
 
 from neardup.demo.manifest import manifest
 from neardup.demo.server import SiteServer
+from tests.support.crawl_helpers import REPO, Env, final_decisions, read_topic, stats_line, wait_all
 
 pytestmark = pytest.mark.integration
 

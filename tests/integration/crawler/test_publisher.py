@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from crawl_helpers import read_topic
 
 from crawler.pipelines import reserve
 from dedup_worker.adapters.kafka import PagePublisher
 from dedup_worker.errors import BrokerError, NeardupError
 from neardup.stack import KafkaBroker
+from tests.support.crawl_helpers import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from crawl_helpers import Env, final_decisions, read_topic, wait_all
 
 from crawler.coverage import measure
 from crawler.rules.policy import State
@@ -27,6 +26,7 @@ from neardup.demo.server import SiteServer
 from neardup.demo.subtrees import build_subtree_site
 from neardup.demo.truth import Truth, subtree_manifest, subtree_truth
 from neardup.stack import RedisServer
+from tests.support.crawl_helpers import Env, final_decisions, read_topic, wait_all
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from security_helpers import KEY_PASSWORD, REDIS_PASSWORD, REQUIREPASS, Pki, TlsProxy, make_pki
 
 from neardup.stack import KafkaBroker, RedisServer
+from tests.support.security_helpers import (
+    KEY_PASSWORD,
+    REDIS_PASSWORD,
+    REQUIREPASS,
+    Pki,
+    TlsProxy,
+    make_pki,
+)
 
 
 @pytest.fixture(scope="session")

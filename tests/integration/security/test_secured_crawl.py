@@ -14,7 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security_helpers import (
+
+from dedup_worker.contract.messages import decode_decision
+from neardup.demo.manifest import manifest
+from neardup.demo.planted import build_site
+from neardup.demo.server import SiteServer
+from neardup.stack import KafkaBroker
+from tests.support.security_helpers import (
     KEY_PASSWORD,
     REDIS_PASSWORD,
     Pki,
@@ -22,12 +28,6 @@ from security_helpers import (
     no_secret_in,
     read_text,
 )
-
-from dedup_worker.contract.messages import decode_decision
-from neardup.demo.manifest import manifest
-from neardup.demo.planted import build_site
-from neardup.demo.server import SiteServer
-from neardup.stack import KafkaBroker
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from security_helpers import KAFKA_PASSWORD, KEY_PASSWORD, Pki, TlsProxy, no_secret_in, read_text
 
 from dedup_worker.adapters.kafka import (
     KafkaSecurity,
@@ -27,6 +26,14 @@ from dedup_worker.adapters.security import environment
 from dedup_worker.contract.messages import Page, decode_decision
 from dedup_worker.errors import BackendUnavailable
 from neardup.stack import KafkaBroker
+from tests.support.security_helpers import (
+    KAFKA_PASSWORD,
+    KEY_PASSWORD,
+    Pki,
+    TlsProxy,
+    no_secret_in,
+    read_text,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -11,14 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from security_helpers import (
-    KEY_PASSWORD,
-    REDIS_PASSWORD,
-    REQUIREPASS,
-    Pki,
-    TlsProxy,
-    no_secret_in,
-)
 
 from crawler.seen import CrawlSeen, RedisSeenStore
 from dedup_worker.adapters.redis_client import RedisSecurity
@@ -27,6 +19,14 @@ from dedup_worker.errors import ConfigError, NeardupError
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_backends
 from neardup.stack import RedisServer
+from tests.support.security_helpers import (
+    KEY_PASSWORD,
+    REDIS_PASSWORD,
+    REQUIREPASS,
+    Pki,
+    TlsProxy,
+    no_secret_in,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,6 @@ deep pages, and properties (never raises, normalised output)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,8 +11,9 @@ from hypothesis import strategies as st
 
 from crawler._lxml_walk import walk_html
 from crawler.extract import Extracted, ExtractOptions, decode_html, extract
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "html"
+FIXTURES = FIXTURES / "html"
 PAGE_URL = "http://example.com/dir/page.html"
 
 

@@ -14,16 +14,15 @@ reads attributes by their literal names. Generated text therefore never contains
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler import extract_bs4
 from crawler.extract import ExtractOptions, extract
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "html"
+FIXTURES = FIXTURES / "html"
 PAGE_URL = "http://example.com/dir/page.html"
 OPTIONS = [
     ExtractOptions(),

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import REPO
+
+ROOT = REPO
 BENCHMARKS = sorted((ROOT / "benchmarks").glob("*.py"))
 
 

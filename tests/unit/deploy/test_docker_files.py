@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from neardup.cli import build_parser
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 DOCKER = ROOT / "docker"
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from neardup.extras import EXTRAS
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 #: The extras each target installs on top of the base install (the Dockerfile's pip lines).
 TARGET_EXTRAS: dict[str, tuple[str, ...]] = {"worker": (), "crawler": ("crawler",)}
 #: The program each target runs: every module of its package, and the command it starts

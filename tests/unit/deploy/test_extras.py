@@ -9,14 +9,14 @@ import sys
 import tomllib
 from functools import cache
 from importlib.metadata import packages_distributions
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from neardup.extras import EXTRAS
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 FIRST_PARTY = {"dedup_worker", "crawler", "neardup"}
 RUNTIME_EXTRAS = ("crawler", "stack", "report")
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from crawler.config import ENV_SETTINGS
 from dedup_worker.adapters.kafka import SECURITY_SETTINGS as KAFKA_SECURITY
 from dedup_worker.adapters.redis_client import SECURITY_SETTINGS as REDIS_SECURITY
 from dedup_worker.worker.config import OPTIONS
 from neardup.cli import build_parser
+from tests.support.paths import REPO
 
-README_PATH = Path(__file__).resolve().parents[3] / "README.md"
+README_PATH = REPO / "README.md"
 README = README_PATH.read_text()
-CRAWLER_SOURCES = Path(__file__).resolve().parents[3] / "crawler"
+CRAWLER_SOURCES = REPO / "crawler"
 
 
 def test_every_worker_option_is_documented() -> None:

@@ -1,1 +1,0 @@
-"""Test-only helpers around the demo sites (``neardup.demo``): the rules' crawl simulation."""

@@ -1,0 +1,98 @@
+"""The text extraction helpers of ``tools/build_corpus.py`` (man pages, docstrings, sampling)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+from tests.support.paths import REPO
+
+TOOL = REPO / "tools" / "build_corpus.py"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_corpus", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("build_corpus", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_troff_text_keeps_words_and_drops_markup() -> None:
+    source = (
+        '.\\" a comment\n.TH LS 1\n.SH NAME\nls \\- list \\fBdirectory\\fR contents\n.PP\n.B \\-a\n'
+    )
+    text = _tool().troff_text(source)
+    assert text.split() == ["NAME", "ls", "-", "list", "directory", "contents", "-a"]
+
+
+def test_docstrings_of_python2_and_python3_sources() -> None:
+    tool = _tool()
+    py2 = (
+        'u"""Module doc."""\nprint "x"\n'
+        "def f():\n    r'''Function doc.'''\n    x = 'not a doc'\n"
+    )
+    assert tool.docstrings(py2) == "Module doc.\n\nFunction doc."
+    assert tool.docstrings("def broken(:\n") == ""
+
+
+def test_sampling_is_deterministic() -> None:
+    tool = _tool()
+    assert tool.stable_fraction("x") == tool.stable_fraction("x") != tool.stable_fraction("y")
+    assert [tool.sampled(f"k{i}", 0.5) for i in range(20)] == [
+        tool.sampled(f"k{i}", 0.5) for i in range(20)
+    ]
+
+
+def _text(words: int) -> str:
+    vocabulary = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    return "\n".join(
+        " ".join(vocabulary[(i * 7 + j) % 8] + str(i) for j in range(10))
+        for i in range(words // 10)
+    )
+
+
+def test_short_window_and_its_edits_are_deterministic() -> None:
+    _tool()
+    from corpus_sources import short
+
+    text = _text(1000)
+    lines = short.window(text, "k1")
+    assert lines is not None and lines == short.window(text, "k1")
+    assert short.MIN_WORDS <= sum(len(line.split()) for line in lines) <= short.MAX_WORDS
+    assert short.window(_text(100), "k1") is None
+    one = short.replace_word(lines, "k1")
+    before, after = " ".join(lines).split(), " ".join(one).split()
+    assert len(before) == len(after)
+    assert sum(a != b for a, b in zip(before, after, strict=True)) == 1
+    assert short.stamp("a") == short.stamp("a") != short.stamp("b")
+    assert short.stamp("a").startswith("Last updated 20") and short.stamp("a").endswith("visitors")
+    edited = short.edit_words(lines, "k1")
+    assert edited == short.edit_words(lines, "k1") and edited != lines
+    variants = short.variants(lines, "k1")
+    assert variants["orig"] == lines and len(variants) >= 3
+
+
+def test_pair_relations_from_ids() -> None:
+    tool = _tool()
+    from corpus_sources.report import relation
+
+    def doc(ident: str, source: str) -> object:
+        return tool.Doc(ident, "", "", source)
+
+    npm = "site:npm"
+    a = doc("npm@10.9.0/official:commands/npm-ci.md", npm)
+    assert relation(a, doc("npm@10.9.0/mkdocs-rtd:commands/npm-ci.md", npm)) == "mirror"
+    assert relation(a, doc("npm@10.8.2/official:commands/npm-ci.md", npm)) == "release"
+    assert relation(a, doc("npm@10.8.2/mkdocs-rtd:commands/npm-ci.md", npm)) == "mirror+release"
+    assert relation(a, doc("npm@10.9.0/official:commands/npm-ls.md", npm)) == "template"
+    word, orig = (
+        doc("short:man/man1/ls.1#word", "short:man"),
+        doc("short:man/man1/ls.1#orig", "short:man"),
+    )
+    assert relation(word, orig) == "short-variant"
+    assert relation(word, doc("short:man/man1/cp.1#orig", "short:man")) == "short-other"
+    assert relation(doc("man:x", "man"), doc("man:y", "man")) == "man"
+    assert relation(doc("man:x", "man"), a) == "cross"
