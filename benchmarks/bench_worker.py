@@ -216,6 +216,7 @@ def throughput(
     candidates = Candidates()
     try:
         while seen < args.count:
+            _stop_if_dead(worker, workdir / f"throughput{run}.log")
             batch = read_some(reader, 0.2)
             if batch:
                 now = time.perf_counter()
@@ -327,6 +328,14 @@ def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warm
         if pause > 0:
             time.sleep(pause)
     producer.flush()
+
+
+def _stop_if_dead(worker: subprocess.Popen[bytes], log: Path) -> None:
+    """A worker that exits (a refused configuration, a crash) ends the run with its log tail,
+    instead of leaving the benchmark waiting for decisions that never come."""
+    if worker.poll() is not None:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"the worker exited with code {worker.returncode}:\n{tail}")
 
 
 def _wait_for_assignment(log: Path, timeout: float = 60) -> None:
