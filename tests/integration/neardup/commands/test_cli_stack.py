@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def _read_exports(proc: subprocess.Popen[str], timeout: float = 30.0) -> dict[st
 
 
 def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
-    exe = shutil.which("neardup")
+    exe = shutil.which("neardup", path=str(Path(sys.executable).parent))
     assert exe
     proc = subprocess.Popen(
         [exe, "up", "--state-dir", str(tmp_path)], stdout=subprocess.PIPE, text=True

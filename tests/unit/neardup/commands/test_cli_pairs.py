@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ def test_pairs_output_matches_oracle(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_console_script_and_clusters(tmp_path: Path) -> None:
-    exe = shutil.which("neardup")
+    exe = shutil.which("neardup", path=str(Path(sys.executable).parent))
     assert exe, "the neardup console script is installed with the package"
     fps = np.array([0, 1, 2**40 - 1, 3], dtype=np.uint64)
     out = subprocess.run(
