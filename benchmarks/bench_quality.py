@@ -1,10 +1,13 @@
 """Quality-path benchmark: fingerprint alone vs fingerprint + sketch, MinHash, verification.
 
-    python benchmarks/bench_quality.py [--docs 20000] [--words 900]
+    python benchmarks/bench_quality.py [--docs 20000] [--words 900] [--corpus corpus.jsonl]
 
 Single core (numba kernels are not parallel); figures are best-of-3 over batches of 1000
 synthetic 900-word documents (``synthetic_text.documents``), the size the throughput target
-names.
+names, or over the first ``--docs`` pages of a JSONL corpus of real pages ({"text"[, "title"]},
+e.g. the development corpus of ``tools/build_corpus.py``): synthetic text is pure ASCII, most
+real pages are not (a no-break space or a typographic quote is enough), and they take the
+Unicode path of ``text.prepare``.
 Also prints what the planner says the index costs at the candidate k for 10M pages. Quality
 figures (precision/recall) come from ``neardup eval``; this script asserts nothing.
 """
@@ -12,6 +15,7 @@ figures (precision/recall) come from ``neardup eval``; this script asserts nothi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -37,6 +41,18 @@ from neardup.evaluation.minhash import MinHasher, SuperShingleConfig, super_shin
 
 BATCH = 1000
 FEATURES = RECOMMENDED_FEATURES
+
+
+def corpus_documents(path: Path, limit: int) -> list[Document]:
+    """The first ``limit`` pages of a JSONL corpus ({"text"[, "title"]} per line)."""
+    docs: list[Document] = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if len(docs) >= limit:
+                break
+            page = json.loads(line)
+            docs.append(Document(page["text"], page.get("title", "")))
+    return docs
 
 
 def best_of(runs: int, work: Callable[[], object]) -> float:
@@ -121,9 +137,16 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=900)
     parser.add_argument("--pages", type=float, default=1e7, help="index size for the planner")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--corpus", type=Path, help="JSONL of real pages instead of synthetic")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
-    docs = [Document(text) for text in documents(args.docs, args.words)]
+    docs = (
+        corpus_documents(args.corpus, args.docs)
+        if args.corpus
+        else [Document(text) for text in documents(args.docs, args.words)]
+    )
+    ascii_share = sum(doc.text.isascii() for doc in docs) / len(docs)
+    print(f"{len(docs)} documents, {ascii_share:.0%} pure ASCII")
     bench_throughput(docs, args.rounds)
     bench_verify(docs)
     bench_planner(int(args.pages))

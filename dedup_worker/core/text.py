@@ -3,9 +3,10 @@
 ``prepare`` turns text into the byte stream the simhash kernel tokenises. ASCII text takes a
 fast path (it is already NFKC-normal; the kernel lowercases it and treats every non-alphanumeric
 byte as a separator). Other text is NFKC-normalised and case-folded in Python, and every
-character that is not a word character becomes a space, so the kernel can treat all bytes
->= 0x80 as word bytes. Both paths give the same bytes-to-words split for ASCII input; a
-property test pins that.
+non-ASCII character that is not a word character becomes spaces (``_unicode_kernel``), so the
+kernel can treat all bytes >= 0x80 as word bytes; text in a script written without spaces also
+gets a space around each such character (one token per character). All paths give the words of
+``normalize``; property tests pin that.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+import numpy as np
+
 from dedup_worker.core._text_kernel import collapse_ascii_whitespace, irregular_ascii
+from dedup_worker.core._unicode_kernel import blank_non_word, word_table
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,10 @@ def prepare(text: str) -> bytes:
     if text.isascii():
         return text.encode("ascii")
     folded = unicodedata.normalize("NFKC", text).casefold()
+    data = np.frombuffer(bytearray(folded.encode("utf-8")), dtype=np.uint8)
+    if not blank_non_word(data, word_table()):
+        # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
+        return data.tobytes()
     return _UNSPACED.sub(r" \1 ", _NON_WORD.sub(" ", folded)).encode("utf-8")
 
 

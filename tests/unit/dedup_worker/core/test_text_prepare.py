@@ -1,0 +1,72 @@
+"""``text.prepare`` on non-ASCII text: the kernel must see exactly the words of ``normalize``."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tests.support.simhash_reference as reference
+from dedup_worker.core._unicode_kernel import word_table
+from dedup_worker.core.text import normalize, prepare
+
+# Every code point but the surrogates (text from the wire is valid UTF-8).
+unicode_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300)
+# Mostly ASCII prose with a sprinkling of what real pages carry: the common case.
+web_text = st.lists(
+    st.sampled_from(
+        ["word", "Straße", "naïve", "ＦＵＬＬ", "²", "ﬁle", "\u00a0", "©", "—", "“q”", "…", "é",
+         "İstanbul", "ß", "_", "a_b", "3.14", "Ⅻ", "١٢٣", "😀", "\u0301", "x\u0301", " ", "\n"]
+    ),
+    max_size=60,
+).map("".join)  # fmt: skip
+unspaced_text = st.lists(
+    st.sampled_from(["日本語", "テキスト", "한국어", "中文", "word", " ", "、", "。", "Ａ"]),
+    max_size=20,
+).map("".join)
+
+
+def kernel_words(text: str) -> list[bytes]:
+    return reference.words(prepare(text))
+
+
+def normalized_words(text: str) -> list[bytes]:
+    return [word.encode() for word in normalize(text).split()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(unicode_text)
+def test_any_text_tokenises_like_normalize(text: str) -> None:
+    assert kernel_words(text) == normalized_words(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(web_text)
+def test_web_text_tokenises_like_normalize(text: str) -> None:
+    assert kernel_words(text) == normalized_words(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(unspaced_text)
+def test_unspaced_scripts_give_one_token_per_character(text: str) -> None:
+    assert kernel_words(text) == normalized_words(text)
+
+
+def test_a_page_with_typographic_punctuation() -> None:
+    text = "© 2026 — “Near-duplicates” cost a crawl…\u00a0naïve_Straße ﬁle"
+    assert kernel_words(text) == [
+        b"2026", b"near", b"duplicates", b"cost", b"a", b"crawl", "naïve".encode(),
+        b"strasse", b"file",
+    ]  # fmt: skip
+
+
+def test_the_word_table_is_what_re_calls_a_word_character() -> None:
+    table = word_table()
+    codes = np.arange(table.size)
+    # str.isalnum is re's alphanumeric test; the underscore is a separator for the fingerprint.
+    expected = np.fromiter(
+        (chr(c).isalnum() for c in range(table.size)), dtype=np.uint8, count=table.size
+    )
+    expected[ord("_")] = 0
+    mismatched = codes[table != expected]
+    assert mismatched.size == 0, [hex(c) for c in mismatched[:10]]
