@@ -174,17 +174,21 @@ class Candidates:
         self.pages = self.proposed = self.rejected = 0
         self.verdicts: dict[str, int] = {}
 
-    def add(self, messages: list[Any]) -> None:
+    def add(self, messages: list[Any]) -> int:
+        """Count ``messages``; returns how many are first decisions (not corrections)."""
+        first = 0
         for message in messages:
             decision = json.loads(message.value())
             if decision.get("corrects"):
                 continue
+            first += 1
             evidence = decision.get("evidence", {})
             self.pages += 1
             self.proposed += int(evidence.get("candidates", 0))
             self.rejected += int(evidence.get("rejected_by_sketch", 0))
             verdict = decision["verdict"]
             self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+        return first
 
     def report(self) -> str:
         per_page = self.proposed / max(self.pages, 1)
@@ -220,12 +224,12 @@ def throughput(
             batch = read_some(reader, 0.2)
             if batch:
                 now = time.perf_counter()
+                decided = candidates.add(batch)  # a correction is not a page decided
                 if not seen:
-                    first, first_count = now, len(batch)
+                    first, first_count = now, decided
                     meter = CpuMeter(pids)
-                seen += len(batch)
+                seen += decided
                 last = now
-                candidates.add(batch)
         if meter is not None:
             print(f"  CPU from the first decision to the last, % of one core: {meter.report()}")
         print(f"  {candidates.report()}")
