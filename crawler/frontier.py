@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -261,7 +261,8 @@ class ResumeState:
     ``decisions`` (url, fetched_at, depth, outlinks), and ``held``, the requests each of them
     held (serialised requests, in the same order); ``deferred``: serialised requests over the
     ``NEARDUP_MAX_PAGES`` budget, still claimed in the seen set, scheduled first when the crawl
-    resumes; ``scheduled``: the budget already spent. Saved with pickle, as Scrapy saves the
+    resumes; ``scheduled``: the budget already spent; ``kept`` and ``paced``: what the URL rules
+    held back (below). Saved with pickle, as Scrapy saves the
     request queue of the same ``JOBDIR``.
     """
 
@@ -270,6 +271,14 @@ class ResumeState:
     deferred: list[Any] = field(default_factory=list)
     scheduled: int = 0
     held: list[list[Any]] = field(default_factory=list)
+    #: Requests a judge kept back for a decided page (a duplicate's outlinks waiting on a
+    #: sample): (url, fetched_at, depth, decision priority, serialised requests) per page.
+    #: Followed when the crawl resumes: the sample's answer is gone, and following can only
+    #: cost fetches, never lose a page.
+    kept: list[tuple[str, float, int, float, list[Any]]] = field(default_factory=list)
+    #: Requests the URL rules held back just before fetching (claimed by this crawl, budget
+    #: spent): sent out when the crawl resumes.
+    paced: list[Any] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,4 +293,7 @@ class ResumeState:
         state = pickle.loads(path.read_bytes())  # our own JOBDIR file, as Scrapy's queues
         if not isinstance(state, cls):
             raise ValueError(f"{path} is not a neardup resume state")
+        for missing in fields(cls):  # saved by an older version: what it did not keep is empty
+            if missing.name not in vars(state) and missing.default_factory is not MISSING:
+                setattr(state, missing.name, missing.default_factory())
         return state

@@ -333,6 +333,10 @@ class LinkScheduler:
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
 
+    def paced(self) -> list[Any]:
+        """The requests the gate holds back just before fetching (for a ``JOBDIR`` resume)."""
+        return list(self._paced.values())
+
     def release_paced(self, urls: Iterable[str]) -> None:
         """Send out again requests the gate held back (claimed by us: past the seen filter)."""
         for url in urls:

@@ -95,6 +95,7 @@ class DecisionScheduler:
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
         self._resume_deferred(spider, resume.deferred)
+        self._resume_held_back(spider, resume)
         resuming = f", resuming {len(resume.awaiting)} pages" if path else ""
         topic = self.config.decisions_topic
         logger.info("reading decisions from %s at offsets %s%s", topic, started, resuming)
@@ -122,6 +123,20 @@ class DecisionScheduler:
                 self.crawler.engine.crawl(request.replace(dont_filter=True))
             else:
                 self.links.deferred.append(request)
+
+    def _resume_held_back(self, spider: Any, resume: ResumeState) -> None:
+        """What the URL rules held back when the previous run stopped: a waiting group's
+        requests are followed (its sample's answer is gone), paced requests go out (claimed
+        by this crawl and counted in its budget already)."""
+        for url, fetched_at, depth, priority, serialised in resume.kept:
+            held = [
+                Held(s["_neardup_url"], request_from_dict(s, spider=spider)) for s in serialised
+            ]
+            self.links.release_held(PageKey(url, fetched_at), held, depth, priority)
+        for serialised in resume.paced:
+            request = request_from_dict(serialised, spider=spider)
+            request.meta[LINK_META] = True
+            self.crawler.engine.crawl(request.replace(dont_filter=True))
 
     def _predicted(self, prediction: PredictedDuplicate) -> None:
         publisher = self.session.publisher
@@ -255,8 +270,25 @@ class DecisionScheduler:
             [d for d in deferred if d is not None],
             scheduled,
             [[d for d in page if d is not None] for page in held],
+            kept=self._kept(spider),
+            paced=_present([self._serialise(r, spider) for r in self.links.paced()]),
         )
         state.save(path)
+
+    def _kept(self, spider: Any) -> list[tuple[str, float, int, float, list[Any]]]:
+        """What the judge keeps back (a judge without ``held_back`` keeps nothing)."""
+        held_back = getattr(self.links.judge, "held_back", None)
+        groups = held_back() if held_back is not None else []
+        return [
+            (
+                source.url,
+                source.fetched_at,
+                depth,
+                priority,
+                _present([self._serialise(h.request, spider, h.url) for h in held]),
+            )
+            for source, depth, priority, held in groups
+        ]
 
     def _serialise(self, request: Any, spider: Any, url: str = "") -> dict[str, Any] | None:
         try:
@@ -267,6 +299,10 @@ class DecisionScheduler:
             return None
         serialised["_neardup_url"] = url
         return serialised
+
+
+def _present(serialised: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    return [d for d in serialised if d is not None]
 
 
 def _engine_idle(engine: Any) -> bool:

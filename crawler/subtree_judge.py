@@ -18,9 +18,9 @@ the requests a callback yielded, not the markup.
 
 A sample that never comes back (it could not be fetched, was out of scope, or another process
 skipped it) must not hold its group forever: a group still waiting after ``max_wait`` seconds,
-or when the crawl has nothing left to fetch (:meth:`SubtreeJudge.settle`), is followed. Held
-groups are not kept for a ``JOBDIR`` resume: a crawl stopped while groups wait loses their held
-requests (they are counted in ``dedup/groups_waiting_at_close``).
+or when the crawl has nothing left to fetch (:meth:`SubtreeJudge.settle`), is followed. A crawl
+stopped with ``JOBDIR`` while groups wait saves their held requests (:meth:`held_back`) and
+follows them when it resumes (the groups are counted in ``dedup/groups_waiting_at_close``).
 """
 
 from __future__ import annotations
@@ -217,6 +217,11 @@ class SubtreeJudge:
             self.stats.inc_value("dedup/outlinks_of_suppressed_groups", len(group.held))
         else:
             self.stats.inc_value("dedup/groups_followed")
+
+    def held_back(self) -> list[tuple[PageKey, int, float, list[Held]]]:
+        """The requests of every group still waiting: (source page, depth, decision priority,
+        held requests), for a ``JOBDIR`` resume to follow."""
+        return [(g.source, g.depth, g.priority, list(g.held)) for g in self._pending.values()]
 
     def close(self) -> None:
         self.stats.set_value("dedup/groups_waiting_at_close", len(self._pending))

@@ -320,6 +320,67 @@ def test_held_requests_of_pages_without_a_decision_survive_a_stop_with_jobdir(
     assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
 
 
+def test_what_the_url_rules_held_back_survives_a_stop_with_jobdir(tmp_path: Path) -> None:
+    """Stopped with JOBDIR while a duplicate's outlinks waited on a sample (a judge kept them)
+    and a request was paced just before its fetch: the resumed crawl follows the kept requests
+    (the sample's answer is gone: following can cost a fetch, never lose a page) and sends the
+    paced one out past the seen filter (this crawl claimed it)."""
+    first = Plugin(JOBDIR=str(tmp_path))
+    spider = first.crawler.spider
+    links = first.session.links
+
+    class KeepDuplicatesOutlinks:
+        def __init__(self) -> None:
+            self.kept: list[Any] = []
+
+        def judge(self, page: DecidedPage) -> Judgement:
+            if not page.duplicate:
+                return Judgement(follow=page.held)
+            self.kept = [(page.key, page.depth, page.decision.priority, list(page.held))]
+            return Judgement()
+
+        def held_back(self) -> list[Any]:
+            return self.kept
+
+    class HoldBeforeFetch:
+        def admit(self, url: str, source: Any) -> str | None:
+            return None
+
+        def admit_fetch(self, url: str) -> str | None:
+            return HOLD
+
+    links.judge = KeepDuplicatesOutlinks()
+    first.respond([Request("http://a.test/1", callback=spider.parse), *requests("/2")])
+    first.decide(follow=False)  # a duplicate: the judge keeps both requests
+    assert first.engine.crawled == []
+    first.respond(requests("/3"), url="http://a.test/other")
+    first.decide(follow=True)
+    [third] = first.engine.crawled
+    links.gate = HoldBeforeFetch()
+    with pytest.raises(IgnoreRequest, match="held back"):
+        links.going_out(third)
+    DecisionScheduler(first.crawler, first.session)._save_resume(spider)
+
+    resumed = Plugin(JOBDIR=str(tmp_path))
+    spider = resumed.crawler.spider
+    state = ResumeState.load(tmp_path / "neardup-resume.pickle")
+    assert state is not None and len(state.kept) == 1 and len(state.paced) == 1
+    DecisionScheduler(resumed.crawler, resumed.session)._resume_held_back(spider, state)
+    crawled = resumed.engine.crawled
+    assert [r.url for r in crawled] == ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+    assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
+    assert crawled[2].dont_filter and crawled[2].meta.get(LINK_META)
+
+
+def test_a_resume_state_saved_before_kept_requests_existed_still_loads(tmp_path: Path) -> None:
+    old = ResumeState({0: 5}, [], [], 3, [])
+    del old.kept, old.paced  # as an older version pickled it
+    path = tmp_path / "neardup-resume.pickle"
+    old.save(path)
+    state = ResumeState.load(path)
+    assert state is not None and state.kept == [] and state.paced == [] and state.scheduled == 3
+
+
 def test_components_refuse_to_start_without_the_others() -> None:
     settings = get_crawler(UserSpider, {"NEARDUP_KAFKA_BOOTSTRAP": "k:1"}).settings
     missing = missing_components(settings)

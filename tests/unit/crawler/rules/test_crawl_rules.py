@@ -150,6 +150,17 @@ def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settle
     assert not rules.settle()
 
 
+def test_a_waiting_group_is_what_the_judge_holds_back_for_a_resume() -> None:
+    rules, judge, _, _, _ = setup()
+    page = release_pages(rules)
+    follow = {held.url for held in judge.judge(page).follow}
+    [(source, depth, priority, held)] = judge.held_back()
+    assert (source, depth, priority) == (page.key, page.depth, page.decision.priority)
+    assert {h.url for h in held} == set(page.outlinks) - follow and len(held) == 13
+    rules.settle()
+    assert judge.held_back() == []
+
+
 def test_fetches_beyond_what_a_candidate_needs_are_held_then_skipped_once_it_is_active() -> None:
     rules, _, _, stats, published = setup()
     released: list[str] = []
