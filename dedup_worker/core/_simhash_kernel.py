@@ -272,9 +272,9 @@ def _majority(counts: np.ndarray, total: int) -> np.uint64:
 def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Scratch space of ``cap_votes`` for segments of up to ``longest`` bytes (empty if no cap).
 
-    (keys, tags): an open-addressing table with at least twice as many slots as a segment can
-    have features (one per two bytes at most); a tag is ``segment << 8 | count``, so slots are
-    reused across segments without clearing.
+    (keys, tags): an open-addressing table with more slots than a segment can have features
+    (one per two bytes at most; ``cap_votes`` uses up to four slots per feature); a tag is
+    ``segment << 8 | count``, so slots are reused across segments without clearing.
     """
     size = 1
     while tf_cap > 0 and size < longest + 2:
@@ -298,23 +298,29 @@ def cap_votes(
         return n
     keys, tags = table
     size = 16
-    while size < 2 * n:  # this segment's part of the table: small, so it stays in cache
-        size <<= 1
+    while size < 4 * n:  # this segment's part of the table: small, so it stays in cache, and
+        size <<= 1  # a quarter full at most, so a feature rarely probes past its own slot
     mask = U64(min(size, keys.size) - 1)
     base = np.int64(stamp) << 8
     kept = 0
     for i in range(n):
         h = U64(features[i])
         slot = h & mask  # features are mixed hashes: low bits are uniform
-        while (tags[slot] >> 8) == stamp and keys[slot] != h:
-            slot = (slot + U64(1)) & mask
-        if (tags[slot] >> 8) != stamp:
-            keys[slot] = h
-            tags[slot] = base
-        if (tags[slot] & 255) < tf_cap:  # the count saturates: it never reaches the stamp
-            tags[slot] += 1
-            features[kept] = features[i]
-            kept += 1
+        tag = tags[slot]
+        ours = np.int64((tag >> 8) == stamp)  # 0 or 1: a flag, not a branch
+        if ours & np.int64(keys[slot] != h):  # another feature's slot: probe on (rare)
+            while (tags[slot] >> 8) == stamp and keys[slot] != h:
+                slot = (slot + U64(1)) & mask
+            tag = tags[slot]
+            ours = np.int64((tag >> 8) == stamp)
+        # New or seen, kept or not: arithmetic, not branches (either went either way at
+        # random for the words of a page and mispredicted, ~8 ns a word).
+        tag = base + ours * (tag - base)
+        keep = int((tag & 255) < tf_cap)  # the count saturates: never reaches the stamp
+        tags[slot] = tag + keep
+        keys[slot] = h
+        features[kept] = features[i]
+        kept += keep
     return kept
 
 
