@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from dedup_worker.core._simhash_kernel import (
+    BOUNDS_SLACK,
     _in_table,
     _majority,
     _shingles,
@@ -67,7 +68,7 @@ def shingle_hashes(
         longest = max(longest, ends[s] - starts[s])
     out = np.empty(total // 2 + starts.size + 1, dtype=np.uint64)
     offsets = np.zeros(starts.size + 1, dtype=np.int64)
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     at = 0
     for s in range(starts.size):
         n = _shingles(bounds, _segment_words(words, starts[s], ends[s], bounds), SHINGLE)
@@ -238,7 +239,7 @@ def oph_sketch_segments(
     longest = 0
     for s in range(starts.size):
         longest = max(longest, ends[s] - starts[s])
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     mins = np.empty(m, dtype=np.uint64)
     dense = np.empty(m, dtype=np.uint64)
     probes = probe_table(log2_bins)
@@ -295,7 +296,7 @@ def fingerprint_sketch_segments(
     longest = 0
     for s in range(seg_start.size):
         longest = max(longest, seg_end[s] - seg_start[s])
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     features = np.empty(longest + 2, dtype=np.int64)
     table = cap_table(longest, tf_cap)
     counts = np.zeros(64, dtype=np.int64)

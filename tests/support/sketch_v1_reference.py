@@ -12,12 +12,14 @@ import numpy as np
 from numba import njit
 
 from dedup_worker.core._simhash_kernel import (
+    _MASKS,
+    _TOKEN_MUL,
+    _TOKEN_SEED,
     _in_table,
+    _lower8,
     _majority,
     _shingles,
-    _transitions,
     _vote,
-    _word_hashes,
     cap_table,
     fmix64,
 )
@@ -30,11 +32,73 @@ from dedup_worker.core._sketch_kernel import (
     SKETCH_VERSION,
     _log2,
     _oph_update,
-    _pack,
-    _segment_words,
 )
 
 U64 = np.uint64
+
+
+def byte_classes() -> np.ndarray:
+    """Byte -> the byte a word keeps (A-Z lowercased), or 0 for a separator."""
+    table = np.zeros(256, dtype=np.uint64)
+    for c in range(256):
+        if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128:
+            table[c] = c
+        elif 65 <= c <= 90:
+            table[c] = c + 32
+    return table
+
+
+_CLASSES = byte_classes()
+
+
+@njit(cache=True, inline="always")
+def _load8(words: np.ndarray, at: int) -> np.uint64:
+    """The 8 bytes at byte offset ``at`` of an aligned uint64 buffer, little-endian."""
+    q = at >> 3
+    r = U64((at & 7) * 8)
+    # Shifting by 64 is undefined, so the high word is shifted in two steps.
+    value: np.uint64 = (words[q] >> r) | ((words[q + 1] << U64(1)) << (U64(63) - r))
+    return value
+
+
+@njit(cache=True)
+def _transitions(buf: np.ndarray, start: int, end: int, out: np.ndarray) -> int:
+    """Word starts and ends in buf[start:end], alternating in ``out``; returns 2 * words.
+
+    Branch-free: every byte stores its index and the count advances only on a transition.
+    """
+    classes = _CLASSES
+    n = 0
+    previous = 0
+    for i in range(start, end):
+        inside = 1 if classes[buf[i]] != U64(0) else 0
+        out[n] = i
+        n += inside ^ previous
+        previous = inside
+    if previous:
+        out[n] = end
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _word_hash(words: np.ndarray, start: int, end: int) -> np.uint64:
+    h = _TOKEN_SEED
+    for at in range(start, end, 8):
+        h = (h ^ (_lower8(_load8(words, at)) & _MASKS[min(end - at, 8)])) * _TOKEN_MUL
+    return fmix64(h ^ U64(end - start))
+
+
+@njit(cache=True)
+def _word_hashes(words: np.ndarray, bounds: np.ndarray, n: int, stop_table: np.ndarray) -> int:
+    """Replace bounds[:n] by the hashes of the n words it delimits (stop words removed)."""
+    kept = 0
+    use_stop = stop_table.size > 0
+    for t in range(n):
+        h = _word_hash(words, bounds[2 * t], bounds[2 * t + 1])
+        bounds[kept] = np.int64(h)
+        kept += 0 if use_stop and _in_table(stop_table, h) else 1
+    return kept
 
 
 @njit(cache=True, inline="always")
@@ -114,6 +178,36 @@ def simhash_segments(
             s += 1
         out[doc] = _majority(counts, total) if total > 0 else U64(0)
     return out
+
+
+@njit(cache=True)
+def _segment_words(words: np.ndarray, start: int, end: int, bounds: np.ndarray) -> int:
+    """Hashes of every word of one byte segment into bounds[:n] (no stop-word removal)."""
+    n = _transitions(words.view(np.uint8), start, end, bounds) // 2
+    return int(_word_hashes(words, bounds, n, _NO_STOP))
+
+
+@njit(cache=True)
+def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
+    """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out.
+
+    Value i occupies bits [i * bits, (i + 1) * bits) of the little-endian bit string: built
+    64 bits at a time and stored byte by byte.
+    """
+    mask = (U64(1) << U64(bits)) - U64(1)
+    per = 64 // bits
+    at = 0
+    for first in range(0, values.size, per):
+        word = U64(0)
+        for k in range(min(per, values.size - first)):
+            word |= (values[first + k] & mask) << U64(k * bits)
+        for b in range(8):
+            if at < out.size:
+                out[at] = np.uint8((word >> U64(8 * b)) & U64(255))
+                at += 1
+    while at < out.size:
+        out[at] = 0
+        at += 1
 
 
 @njit(cache=True)

@@ -83,3 +83,16 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
             sketch_kernel.oph_sketch_segments(words, starts, ends, log2_bins, bits),
             reference.oph_sketch_segments(words, starts, ends, log2_bins, bits),
         )
+
+
+def test_word_bytes_classify_every_byte_at_every_position() -> None:
+    """The eight-at-a-time byte classes are those of the old per-byte table."""
+    buf = np.zeros(40, dtype=np.uint8)
+    classes = reference.byte_classes()
+    for value in range(256):
+        for position in range(8):
+            buf[:] = np.frombuffer(b"a-" * 20, dtype=np.uint8)  # neighbours of both classes
+            buf[position] = value
+            bits = int(simhash_kernel._word_bytes(buf[:8].view(np.uint64)[0]))
+            expected = [int(classes[byte] != 0) for byte in buf[:8]]
+            assert [(bits >> k) & 1 for k in range(8)] == expected
