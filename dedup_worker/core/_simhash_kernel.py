@@ -185,11 +185,17 @@ def _shingles(words: np.ndarray, n: int, size: int) -> int:
     size = min(size, n)  # A text shorter than one shingle still gives one feature of all its words.
     count = n - size + 1
     for i in range(count):
-        h = U64(size)
-        for j in range(size):
-            h = (h ^ U64(words[i + j])) * _SHINGLE_MUL
-        words[i] = np.int64(fmix64(h))
+        words[i] = np.int64(shingle_hash(words, i, size))
     return count
+
+
+@njit(cache=True, inline="always")
+def shingle_hash(words: np.ndarray, at: int, size: int) -> np.uint64:
+    """The hash of the ``size`` word hashes starting at words[at]."""
+    h = U64(size)
+    for j in range(size):
+        h = (h ^ U64(words[at + j])) * _SHINGLE_MUL
+    return fmix64(h)
 
 
 @njit(cache=True, inline="always")
@@ -314,15 +320,18 @@ def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray]:
 def cap_votes(
     features: np.ndarray,
     n: int,
+    out: np.ndarray,
     tf_cap: int,
     table: tuple[np.ndarray, np.ndarray],
     stamp: int,
 ) -> int:
-    """Keep only the first ``tf_cap`` occurrences of each feature in features[:n] (in place);
-    returns the count kept. A feature's vote weight is then min(tf, cap): the most frequent
-    words (function words, navigation) cannot outvote the rest, so the fingerprints of pages
-    in one language do not crowd together (README, "Detection quality")."""
+    """The first ``tf_cap`` occurrences of each feature of features[:n], in order, into out
+    (which may be ``features``); returns the count kept. A feature's vote weight is then
+    min(tf, cap): the most frequent words (function words, navigation) cannot outvote the
+    rest, so the fingerprints of pages in one language do not crowd together (README,
+    "Detection quality")."""
     if tf_cap <= 0:
+        out[:n] = features[:n]
         return n
     keys, tags = table
     size = 16
@@ -347,7 +356,7 @@ def cap_votes(
         keep = int((tag & 255) < tf_cap)  # the count saturates: never reaches the stamp
         tags[slot] = tag + keep
         keys[slot] = h
-        features[kept] = features[i]
+        out[kept] = features[i]
         kept += keep
     return kept
 
@@ -386,7 +395,8 @@ def simhash_segments(
             n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
             n = _word_hashes(words, bounds, n, stop_table)
             n = _shingles(bounds, n, shingle)
-            n = cap_votes(bounds, n, tf_cap, table, s)
+            if tf_cap > 0:
+                n = cap_votes(bounds, n, bounds, tf_cap, table, s)
             if seg_weight[s] > 0:
                 _vote(bounds, n, seg_weight[s], counts)
                 total += n * seg_weight[s]

@@ -33,6 +33,7 @@ from dedup_worker.core._simhash_kernel import (
     cap_table,
     cap_votes,
     fmix64,
+    shingle_hash,
 )
 
 U64 = np.uint64
@@ -82,12 +83,19 @@ def shingle_hashes(
 
 
 @njit(cache=True, inline="always")
-def _oph_update(mins: np.ndarray, shingles: np.ndarray, n: int, shift: U64) -> None:
-    """Each hash lands in the bin named by its top bits and keeps the bin's minimum."""
-    for i in range(n):
-        h = U64(shingles[i])
+def _oph_shingles(mins: np.ndarray, words: np.ndarray, n: int, shift: U64) -> int:
+    """The hash of each word 4-shingle of words[:n] (those of ``_shingles``) lands in the bin
+    named by its top bits and keeps the bin's minimum; returns the shingle count. The word
+    hashes are left as they are, and no shingle hash is stored."""
+    if n == 0:
+        return 0
+    size = min(SHINGLE, n)  # a text shorter than one shingle gives one of all its words
+    count = n - size + 1
+    for i in range(count):
+        h = shingle_hash(words, i, size)
         b = h >> shift
         mins[b] = min(mins[b], h)
+    return count
 
 
 @njit(cache=True)
@@ -177,12 +185,20 @@ def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
     """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out.
 
     Value i occupies bits [i * bits, (i + 1) * bits) of the little-endian bit string: built
-    64 bits at a time and stored byte by byte.
+    64 bits at a time and stored byte by byte (whole words without a bounds test, so the
+    compiler merges the eight stores).
     """
     mask = (U64(1) << U64(bits)) - U64(1)
     per = 64 // bits
-    at = 0
-    for first in range(0, values.size, per):
+    whole = min(values.size // per, out.size // 8)
+    for q in range(whole):
+        word = U64(0)
+        for k in range(per):
+            word |= (values[q * per + k] & mask) << U64(k * bits)
+        for b in range(8):
+            out[8 * q + b] = np.uint8((word >> U64(8 * b)) & U64(255))
+    at = 8 * whole
+    for first in range(whole * per, values.size, per):
         word = U64(0)
         for k in range(min(per, values.size - first)):
             word |= (values[first + k] & mask) << U64(k * bits)
@@ -262,11 +278,10 @@ def _sketch_words(
     bits: int,
     row: np.ndarray,
 ) -> None:
-    """The sketch of a segment's ``n`` word hashes into ``row`` (overwrites the hashes)."""
+    """The sketch of a segment's ``n`` word hashes into ``row``."""
     mins[:] = EMPTY
-    n = _shingles(hashes, n, SHINGLE)
-    _oph_update(mins, hashes, n, shift)
-    _finish_sketch(mins, dense, probes, todo, shift, bits, n, row)
+    count = _oph_shingles(mins, hashes, n, shift)
+    _finish_sketch(mins, dense, probes, todo, shift, bits, count, row)
 
 
 @njit(cache=True, nogil=True)
@@ -313,10 +328,12 @@ def fingerprint_sketch_segments(
         while s < seg_start.size and seg_doc[s] == doc:
             n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
             n = _word_hashes(words, bounds, n, _NO_STOP)
-            voters = _features(bounds, n, features, shingle, stop_table, tf_cap > 0)
-            kept = cap_votes(features, voters[0], tf_cap, table, s) if voters[1] else voters[0]
+            kept, copied = _features(bounds, n, features, shingle, stop_table)
+            if tf_cap > 0:  # straight from the word hashes, or in place, into features
+                kept = cap_votes(features if copied else bounds, kept, features, tf_cap, table, s)
+                copied = True
             if seg_weight[s] > 0:
-                _vote(features if voters[1] else bounds, kept, seg_weight[s], counts)
+                _vote(features if copied else bounds, kept, seg_weight[s], counts)
                 total += kept * seg_weight[s]
             if first:
                 _sketch_words(bounds, n, mins, dense, probes, todo, shift, bits, rows[doc])
@@ -333,14 +350,13 @@ def _features(
     out: np.ndarray,
     shingle: int,
     stop_table: np.ndarray,
-    copy: bool,
 ) -> tuple[int, bool]:
     """The simhash features of a segment's word hashes: (count, whether they are in ``out``).
 
-    Single words without stop-word removal vote straight from the word hashes (no copy) unless
-    ``copy``; the word hashes themselves stay intact for the sketch's 4-shingles.
+    Single words without stop-word removal vote straight from the word hashes (no copy); the
+    word hashes themselves stay intact for the sketch's 4-shingles.
     """
-    if shingle == 1 and stop_table.size == 0 and not copy:
+    if shingle == 1 and stop_table.size == 0:
         return n, False
     kept = 0
     for i in range(n):

@@ -13,12 +13,12 @@ from numba import njit
 
 from dedup_worker.core._simhash_kernel import (
     _MASKS,
+    _SHINGLE_MUL,
     _TOKEN_MUL,
     _TOKEN_SEED,
     _in_table,
     _lower8,
     _majority,
-    _shingles,
     _vote,
     cap_table,
     fmix64,
@@ -31,7 +31,6 @@ from dedup_worker.core._sketch_kernel import (
     SHINGLE,
     SKETCH_VERSION,
     _log2,
-    _oph_update,
 )
 
 U64 = np.uint64
@@ -99,6 +98,21 @@ def _word_hashes(words: np.ndarray, bounds: np.ndarray, n: int, stop_table: np.n
         bounds[kept] = np.int64(h)
         kept += 0 if use_stop and _in_table(stop_table, h) else 1
     return kept
+
+
+@njit(cache=True)
+def _shingles(words: np.ndarray, n: int, size: int) -> int:
+    """Replace words[:n] in place by the hashes of its ``size``-word shingles; returns count."""
+    if size == 1 or n == 0:
+        return n
+    size = min(size, n)  # A text shorter than one shingle still gives one feature of all its words.
+    count = n - size + 1
+    for i in range(count):
+        h = U64(size)
+        for j in range(size):
+            h = (h ^ U64(words[i + j])) * _SHINGLE_MUL
+        words[i] = np.int64(fmix64(h))
+    return count
 
 
 @njit(cache=True, inline="always")
@@ -208,6 +222,15 @@ def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
     while at < out.size:
         out[at] = 0
         at += 1
+
+
+@njit(cache=True, inline="always")
+def _oph_update(mins: np.ndarray, shingles: np.ndarray, n: int, shift: U64) -> None:
+    """Each hash lands in the bin named by its top bits and keeps the bin's minimum."""
+    for i in range(n):
+        h = U64(shingles[i])
+        b = h >> shift
+        mins[b] = min(mins[b], h)
 
 
 @njit(cache=True)
