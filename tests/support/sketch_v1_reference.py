@@ -20,7 +20,6 @@ from dedup_worker.core._simhash_kernel import (
     _lower8,
     _majority,
     _vote,
-    cap_table,
     fmix64,
 )
 from dedup_worker.core._sketch_kernel import (
@@ -113,6 +112,20 @@ def _shingles(words: np.ndarray, n: int, size: int) -> int:
             h = (h ^ U64(words[i + j])) * _SHINGLE_MUL
         words[i] = np.int64(fmix64(h))
     return count
+
+
+@njit(cache=True)
+def cap_table(longest: int, tf_cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch space of ``cap_votes`` for segments of up to ``longest`` bytes (empty if no cap).
+
+    (keys, tags): an open-addressing table with at least twice as many slots as a segment can
+    have features (one per two bytes at most); a tag is ``segment << 8 | count``, so slots are
+    reused across segments without clearing.
+    """
+    size = 1
+    while tf_cap > 0 and size < longest + 2:
+        size <<= 1
+    return np.zeros(size, np.uint64), np.full(size, -1, np.int64)
 
 
 @njit(cache=True, inline="always")
