@@ -427,11 +427,14 @@ class _Scratch(threading.local):
 _SCRATCH = _Scratch()
 
 
-def pack(parts: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pack(parts: Sequence[bytes | str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``parts`` back to back in this thread's reused aligned buffer: (words, starts, ends).
 
-    The buffer is overwritten by the next call in the same thread, so use it at once (the
-    kernels here do). At least one spare zero-padded word follows the data.
+    A part is bytes, or ASCII text (``text.packable``), encoded here straight into the buffer:
+    one short-lived copy at a time, instead of a batch of encoded texts held at once (page
+    faults, and a second pass over the text). The buffer is overwritten by the next call in
+    the same thread, so use it at once (the kernels here do). At least one spare zero-padded
+    word follows the data.
     """
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     ends = np.cumsum(lengths)
@@ -442,8 +445,9 @@ def pack(parts: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     view = _SCRATCH.words.view(np.uint8).data  # a writable memoryview of the buffer
     offset = 0
     for part in parts:
-        view[offset : offset + len(part)] = part
-        offset += len(part)
+        size = len(part)
+        view[offset : offset + size] = part.encode("ascii") if isinstance(part, str) else part
+        offset += size
     view[offset : offset + 16] = bytes(16)
     return _SCRATCH.words, ends - lengths, ends
 
