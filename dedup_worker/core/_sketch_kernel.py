@@ -89,10 +89,13 @@ def _oph_shingles(mins: np.ndarray, words: np.ndarray, n: int, shift: U64) -> in
     hashes are left as they are, and no shingle hash is stored."""
     if n == 0:
         return 0
-    size = min(SHINGLE, n)  # a text shorter than one shingle gives one of all its words
-    count = n - size + 1
+    if n < SHINGLE:  # a text shorter than one shingle gives one of all its words
+        h = shingle_hash(words, 0, n)
+        mins[h >> shift] = h
+        return 1
+    count = n - SHINGLE + 1
     for i in range(count):
-        h = shingle_hash(words, i, size)
+        h = shingle_hash(words, i, SHINGLE)  # a constant size: the loop over words unrolls
         b = h >> shift
         mins[b] = min(mins[b], h)
     return count
