@@ -146,10 +146,20 @@ def _lower8(w: np.uint64) -> np.uint64:
 
 @njit(cache=True, inline="always")
 def _word_hash(buf: np.ndarray, start: int, end: int) -> np.uint64:
-    h = _TOKEN_SEED
-    for at in range(start, end, 8):
-        h = (h ^ (_lower8(load_u64(buf, at)) & _MASKS[min(end - at, 8)])) * _TOKEN_MUL
-    return fmix64(h ^ U64(end - start))
+    length = end - start
+    h = (_TOKEN_SEED ^ (_lower8(load_u64(buf, start)) & _low_bytes(length))) * _TOKEN_MUL
+    at = start + 8
+    while at < end:
+        h = (h ^ (_lower8(load_u64(buf, at)) & _low_bytes(end - at))) * _TOKEN_MUL
+        at += 8
+    return fmix64(h ^ U64(length))
+
+
+@njit(cache=True, inline="always")
+def _low_bytes(count: int) -> np.uint64:
+    """A mask of the low min(count, 8) bytes, for count >= 1."""
+    mask: np.uint64 = U64(0xFFFFFFFFFFFFFFFF) >> U64(64 - 8 * min(count, 8))
+    return mask
 
 
 @njit(cache=True, inline="always")
