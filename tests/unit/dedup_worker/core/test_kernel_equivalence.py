@@ -83,6 +83,17 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
             sketch_kernel.oph_sketch_segments(words, starts, ends, log2_bins, bits),
             reference.oph_sketch_segments(words, starts, ends, log2_bins, bits),
         )
+        _assert_same_shingle_hashes(words, starts, ends)
+
+
+def _assert_same_shingle_hashes(words: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """The evaluation's word 4-shingle hashes, segment by segment, against the old tokeniser."""
+    hashes, offsets = sketch_kernel.shingle_hashes(words, starts, ends)
+    for s in range(starts.size):
+        bounds = np.empty(int(ends[s] - starts[s]) + 2, dtype=np.int64)
+        n = reference._segment_words(words, starts[s], ends[s], bounds)
+        n = reference._shingles(bounds, n, 4)
+        assert hashes[offsets[s] : offsets[s + 1]].tolist() == bounds[:n].view(np.uint64).tolist()
 
 
 def test_word_bytes_classify_every_byte_at_every_position() -> None:
