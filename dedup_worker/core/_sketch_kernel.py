@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from dedup_worker.core._simhash_kernel import (
+    BOUNDS_SLACK,
     _in_table,
     _majority,
     _shingles,
@@ -32,6 +33,7 @@ from dedup_worker.core._simhash_kernel import (
     cap_table,
     cap_votes,
     fmix64,
+    shingle_hash,
 )
 
 U64 = np.uint64
@@ -41,6 +43,9 @@ SHINGLE = 4
 _PROBE_MUL = U64(0x9E3779B97F4A7C15)
 _NO_STOP = np.zeros(0, dtype=np.uint64)
 SKETCH_VERSION = 1
+#: Probe attempts looked up in a table (``probe_table``) rather than hashed: a 900-word page
+#: leaves ~40% of 1024 bins empty, 3% of them still empty after four attempts.
+PROBE_TABLE_ATTEMPTS = 8
 #: Bytes before the packed bins: version, format, shingle count (2).
 HEADER = 4
 
@@ -64,7 +69,7 @@ def shingle_hashes(
         longest = max(longest, ends[s] - starts[s])
     out = np.empty(total // 2 + starts.size + 1, dtype=np.uint64)
     offsets = np.zeros(starts.size + 1, dtype=np.int64)
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     at = 0
     for s in range(starts.size):
         n = _shingles(bounds, _segment_words(words, starts[s], ends[s], bounds), SHINGLE)
@@ -78,40 +83,104 @@ def shingle_hashes(
 
 
 @njit(cache=True, inline="always")
-def _oph_update(mins: np.ndarray, shingles: np.ndarray, n: int, shift: U64) -> None:
-    """Each hash lands in the bin named by its top bits and keeps the bin's minimum."""
-    for i in range(n):
-        h = U64(shingles[i])
+def _oph_shingles(mins: np.ndarray, words: np.ndarray, n: int, shift: U64) -> int:
+    """The hash of each word 4-shingle of words[:n] (those of ``_shingles``) lands in the bin
+    named by its top bits and keeps the bin's minimum; returns the shingle count. The word
+    hashes are left as they are, and no shingle hash is stored."""
+    if n == 0:
+        return 0
+    if n < SHINGLE:  # a text shorter than one shingle gives one of all its words
+        h = shingle_hash(words, 0, n)
+        mins[h >> shift] = h
+        return 1
+    count = n - SHINGLE + 1
+    for i in range(count):
+        h = shingle_hash(words, i, SHINGLE)  # a constant size: the loop over words unrolls
         b = h >> shift
         mins[b] = min(mins[b], h)
+    return count
 
 
 @njit(cache=True)
-def _densify(mins: np.ndarray, out: np.ndarray, shift: U64) -> None:
+def probe_table(log2_bins: int) -> np.ndarray:
+    """probes[t - 1, i]: the bin that attempt t of empty bin i looks at, for the first
+    ``PROBE_TABLE_ATTEMPTS`` attempts (a load instead of an fmix64 per probe)."""
+    m = 1 << log2_bins
+    shift = U64(64 - log2_bins)
+    probes = np.empty((PROBE_TABLE_ATTEMPTS, m), dtype=np.uint16)
+    for t in range(PROBE_TABLE_ATTEMPTS):
+        for i in range(m):
+            probes[t, i] = np.uint16(_probe(i, t + 1, shift))
+    return probes
+
+
+@njit(cache=True, inline="always")
+def _probe(i: int, attempt: int, shift: U64) -> np.uint64:
+    """Attempt ``attempt`` (1, 2, ...) of bin i's fixed pseudo-random probe sequence."""
+    probed: np.uint64 = fmix64(U64(i) * _PROBE_MUL + U64(attempt)) >> shift
+    return probed
+
+
+@njit(cache=True)
+def _densify(
+    mins: np.ndarray, out: np.ndarray, shift: U64, probes: np.ndarray, todo: np.ndarray
+) -> None:
     """out = mins with every empty bin filled from the first full bin of its probe sequence.
 
-    Its cost grows with (empty bins) x (bins / full bins): ~8 us for 1024 bins and a
-    900-word page, ~17 us for a 250-word one. Precomputing the probe sequences or trying all
-    bins' attempt t in one branch-free pass measured no faster (the loads, not the hashing,
-    set the pace).
+    Breadth first while at least an eighth of the bins are full: the empty bins are listed,
+    then each pass tries the next attempt of every bin still listed and keeps those whose probe
+    hit an empty bin. Every pass stores the value it probed, so a bin ends with its first full
+    bin's value, as probing bin by bin gives, but no branch depends on the data: bin by bin, the
+    "is it empty" and "probe again" branches mispredicted about once per empty bin (8 us for
+    1024 bins and a 900-word page; 1.6 us this way). Sparser sketches (pages of fewer shingles
+    than an eighth of the bins) need many attempts per bin, which the bin-by-bin loop predicts
+    well and runs faster. ``probes`` is ``probe_table``; ``todo`` is scratch of ``mins.size``.
     """
     m = mins.size
-    full = 0
+    n = 0
     for i in range(m):
-        out[i] = mins[i]
-        full += 1 if mins[i] != EMPTY else 0
-    if full in (0, m):
+        value = mins[i]
+        out[i] = value
+        todo[n] = i
+        n += 1 if value == EMPTY else 0
+    if n == m:
         return
-    for i in range(m):
-        if mins[i] != EMPTY:
-            continue
-        attempt = U64(0)
-        while True:
-            attempt += U64(1)
-            j = fmix64(U64(i) * _PROBE_MUL + attempt) >> shift
-            if mins[j] != EMPTY:
-                out[i] = mins[j]
-                break
+    if 8 * (m - n) < m:
+        _densify_bin_by_bin(mins, out, shift, todo, n)
+        return
+    attempt = 0
+    while n > 0:
+        attempt += 1
+        left = 0
+        if attempt <= probes.shape[0]:
+            row = probes[attempt - 1]
+            for k in range(n):
+                i = todo[k]
+                value = mins[row[i]]
+                out[i] = value
+                todo[left] = i
+                left += 1 if value == EMPTY else 0
+        else:
+            for k in range(n):
+                i = todo[k]
+                value = mins[_probe(i, attempt, shift)]
+                out[i] = value
+                todo[left] = i
+                left += 1 if value == EMPTY else 0
+        n = left
+
+
+@njit(cache=True, inline="always")
+def _densify_bin_by_bin(
+    mins: np.ndarray, out: np.ndarray, shift: U64, todo: np.ndarray, n: int
+) -> None:
+    """``_densify`` for the ``n`` empty bins listed in ``todo``, one bin at a time."""
+    for k in range(n):
+        i = todo[k]
+        attempt = 1
+        while mins[_probe(i, attempt, shift)] == EMPTY:
+            attempt += 1
+        out[i] = mins[_probe(i, attempt, shift)]
 
 
 @njit(cache=True)
@@ -119,12 +188,20 @@ def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
     """The low ``bits`` bits of each value, little-endian bit order, into the bytes of out.
 
     Value i occupies bits [i * bits, (i + 1) * bits) of the little-endian bit string: built
-    64 bits at a time and stored byte by byte.
+    64 bits at a time and stored byte by byte (whole words without a bounds test, so the
+    compiler merges the eight stores).
     """
     mask = (U64(1) << U64(bits)) - U64(1)
     per = 64 // bits
-    at = 0
-    for first in range(0, values.size, per):
+    whole = min(values.size // per, out.size // 8)
+    for q in range(whole):
+        word = U64(0)
+        for k in range(per):
+            word |= (values[q * per + k] & mask) << U64(k * bits)
+        for b in range(8):
+            out[8 * q + b] = np.uint8((word >> U64(8 * b)) & U64(255))
+    at = 8 * whole
+    for first in range(whole * per, values.size, per):
         word = U64(0)
         for k in range(min(per, values.size - first)):
             word |= (values[first + k] & mask) << U64(k * bits)
@@ -141,6 +218,8 @@ def _pack(values: np.ndarray, bits: int, out: np.ndarray) -> None:
 def _finish_sketch(
     mins: np.ndarray,
     dense: np.ndarray,
+    probes: np.ndarray,
+    todo: np.ndarray,
     shift: U64,
     bits: int,
     count: int,
@@ -151,7 +230,7 @@ def _finish_sketch(
     Header: sketch version, log2(bins) << 4 | log2(bits), shingle count (uint16 LE, saturating):
     a sketch names its own format, so ``verify`` never compares sketches of different kinds.
     """
-    _densify(mins, dense, shift)
+    _densify(mins, dense, shift, probes, todo)
     count = min(count, 65535)
     row[0] = np.uint8(SKETCH_VERSION)
     row[1] = np.uint8(((64 - int(shift)) << 4) | _log2(bits))
@@ -179,12 +258,14 @@ def oph_sketch_segments(
     longest = 0
     for s in range(starts.size):
         longest = max(longest, ends[s] - starts[s])
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     mins = np.empty(m, dtype=np.uint64)
     dense = np.empty(m, dtype=np.uint64)
+    probes = probe_table(log2_bins)
+    todo = np.empty(m, dtype=np.int64)
     for s in range(starts.size):
         n = _segment_words(words, starts[s], ends[s], bounds)
-        _sketch_words(bounds, n, mins, dense, shift, bits, rows[s])
+        _sketch_words(bounds, n, mins, dense, probes, todo, shift, bits, rows[s])
     return rows
 
 
@@ -194,15 +275,16 @@ def _sketch_words(
     n: int,
     mins: np.ndarray,
     dense: np.ndarray,
+    probes: np.ndarray,
+    todo: np.ndarray,
     shift: U64,
     bits: int,
     row: np.ndarray,
 ) -> None:
-    """The sketch of a segment's ``n`` word hashes into ``row`` (overwrites the hashes)."""
+    """The sketch of a segment's ``n`` word hashes into ``row``."""
     mins[:] = EMPTY
-    n = _shingles(hashes, n, SHINGLE)
-    _oph_update(mins, hashes, n, shift)
-    _finish_sketch(mins, dense, shift, bits, n, row)
+    count = _oph_shingles(mins, hashes, n, shift)
+    _finish_sketch(mins, dense, probes, todo, shift, bits, count, row)
 
 
 @njit(cache=True, nogil=True)
@@ -232,12 +314,14 @@ def fingerprint_sketch_segments(
     longest = 0
     for s in range(seg_start.size):
         longest = max(longest, seg_end[s] - seg_start[s])
-    bounds = np.empty(longest + 2, dtype=np.int64)
+    bounds = np.empty(longest + BOUNDS_SLACK, dtype=np.int64)
     features = np.empty(longest + 2, dtype=np.int64)
     table = cap_table(longest, tf_cap)
     counts = np.zeros(64, dtype=np.int64)
     mins = np.empty(m, dtype=np.uint64)
     dense = np.empty(m, dtype=np.uint64)
+    probes = probe_table(log2_bins)
+    todo = np.empty(m, dtype=np.int64)
     s = 0
     while s < seg_start.size:
         doc = seg_doc[s]
@@ -247,13 +331,15 @@ def fingerprint_sketch_segments(
         while s < seg_start.size and seg_doc[s] == doc:
             n = _transitions(buf, seg_start[s], seg_end[s], bounds) // 2
             n = _word_hashes(words, bounds, n, _NO_STOP)
-            voters = _features(bounds, n, features, shingle, stop_table, tf_cap > 0)
-            kept = cap_votes(features, voters[0], tf_cap, table, s) if voters[1] else voters[0]
+            kept, copied = _features(bounds, n, features, shingle, stop_table)
+            if tf_cap > 0:  # straight from the word hashes, or in place, into features
+                kept = cap_votes(features if copied else bounds, kept, features, tf_cap, table, s)
+                copied = True
             if seg_weight[s] > 0:
-                _vote(features if voters[1] else bounds, kept, seg_weight[s], counts)
+                _vote(features if copied else bounds, kept, seg_weight[s], counts)
                 total += kept * seg_weight[s]
             if first:
-                _sketch_words(bounds, n, mins, dense, shift, bits, rows[doc])
+                _sketch_words(bounds, n, mins, dense, probes, todo, shift, bits, rows[doc])
                 first = False
             s += 1
         fps[doc] = _majority(counts, total) if total > 0 else U64(0)
@@ -267,14 +353,13 @@ def _features(
     out: np.ndarray,
     shingle: int,
     stop_table: np.ndarray,
-    copy: bool,
 ) -> tuple[int, bool]:
     """The simhash features of a segment's word hashes: (count, whether they are in ``out``).
 
-    Single words without stop-word removal vote straight from the word hashes (no copy) unless
-    ``copy``; the word hashes themselves stay intact for the sketch's 4-shingles.
+    Single words without stop-word removal vote straight from the word hashes (no copy); the
+    word hashes themselves stay intact for the sketch's 4-shingles.
     """
-    if shingle == 1 and stop_table.size == 0 and not copy:
+    if shingle == 1 and stop_table.size == 0:
         return n, False
     kept = 0
     for i in range(n):

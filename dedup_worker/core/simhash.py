@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from dedup_worker.core import _simhash_kernel as kernel
 from dedup_worker.core.stopwords import ENGLISH_STOP_WORDS
-from dedup_worker.core.text import prepare
+from dedup_worker.core.text import packable, prepare
 from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 FINGERPRINT_VERSION = 1
 
 U64Array = npt.NDArray[np.uint64]
+I64Array = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,38 +86,15 @@ class Fingerprinter:
 
     def fingerprint_texts(self, texts: Sequence[str]) -> U64Array:
         """Simhashes of plain texts (no title or headings), one kernel call for all of them."""
-        words, starts, ends = kernel.pack([prepare(text) for text in texts])
+        words, starts, ends = kernel.pack([packable(text) for text in texts])
         docs = np.arange(len(texts), dtype=np.int64)
         return self._run(words, starts, ends, np.ones_like(ends), docs)
 
     def fingerprint_many(self, documents: Sequence[Document]) -> U64Array:
         """Simhashes of documents with titles and headings weighted per the config."""
-        parts: list[bytes] = []
-        weights: list[int] = []
-        owners: list[int] = []
-        for doc_index, doc in enumerate(documents):
-            for part, weight in self._weighted_parts(doc):
-                parts.append(prepare(part))
-                weights.append(weight)
-                owners.append(doc_index)
+        parts, weights, owners = weighted_parts(documents, self.config)
         words, starts, ends = kernel.pack(parts)
-        fingerprints = self._run(
-            words,
-            starts,
-            ends,
-            np.asarray(weights, dtype=np.int64),
-            np.asarray(owners, dtype=np.int64),
-            n_docs=len(documents),
-        )
-        return fingerprints
-
-    def _weighted_parts(self, doc: Document) -> list[tuple[str, int]]:
-        parts = [(doc.text, 1)]
-        if doc.title and self.config.title_weight:
-            parts.append((doc.title, self.config.title_weight))
-        if self.config.heading_weight:
-            parts.extend((heading, self.config.heading_weight) for heading in doc.headings)
-        return parts
+        return self._run(words, starts, ends, weights, owners, n_docs=len(documents))
 
     def _run(
         self,
@@ -139,6 +117,33 @@ class Fingerprinter:
             self.config.tf_cap,
         )
         return result
+
+
+def weighted_parts(
+    documents: Sequence[Document], config: FeatureConfig
+) -> tuple[list[str | bytes], I64Array, I64Array]:
+    """The parts of each document that vote, for ``pack``: (parts, their weights, the index of
+    the document of each). A document's body comes first (a sketch covers it alone), then its
+    title and headings as ``config`` weighs them."""
+    parts: list[str | bytes] = []
+    weights: list[int] = []
+    owners: list[int] = []
+    title_weight = config.title_weight
+    heading_weight = config.heading_weight
+    for index, doc in enumerate(documents):
+        parts.append(packable(doc.text))
+        weights.append(1)
+        owners.append(index)
+        if doc.title and title_weight:
+            parts.append(packable(doc.title))
+            weights.append(title_weight)
+            owners.append(index)
+        if heading_weight:
+            for heading in doc.headings:
+                parts.append(packable(heading))
+                weights.append(heading_weight)
+                owners.append(index)
+    return parts, np.asarray(weights, dtype=np.int64), np.asarray(owners, dtype=np.int64)
 
 
 def _stop_table(config: FeatureConfig) -> U64Array:

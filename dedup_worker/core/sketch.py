@@ -24,8 +24,8 @@ import numpy.typing as npt
 
 from dedup_worker.core import _sketch_kernel as sk
 from dedup_worker.core._simhash_kernel import pack
-from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
-from dedup_worker.core.text import prepare
+from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, weighted_parts
+from dedup_worker.core.text import packable
 from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class Sketcher:
 
     def sketch_texts(self, texts: Sequence[str]) -> U8Array:
         """One sketch row per text (uint8 array of shape (len(texts), nbytes))."""
-        words, starts, ends = pack([prepare(t) for t in texts])
+        words, starts, ends = pack([packable(t) for t in texts])
         rows: U8Array = sk.oph_sketch_segments(
             words, starts, ends, self.config.log2_bins, self.config.bits
         )
@@ -162,21 +162,14 @@ class Sketcher:
     def fingerprint_and_sketch(self, documents: Sequence[Document]) -> tuple[U64Array, U8Array]:
         """Simhashes (identical to ``Fingerprinter.fingerprint_many``) and sketch rows."""
         features = self.fingerprinter.config
-        parts: list[bytes] = []
-        weights: list[int] = []
-        owners: list[int] = []
-        for index, doc in enumerate(documents):
-            for part, weight in _weighted_parts(doc, features):
-                parts.append(prepare(part))
-                weights.append(weight)
-                owners.append(index)
+        parts, weights, owners = weighted_parts(documents, features)
         words, starts, ends = pack(parts)
         fps, rows = sk.fingerprint_sketch_segments(
             words,
             starts,
             ends,
-            np.asarray(weights, dtype=np.int64),
-            np.asarray(owners, dtype=np.int64),
+            weights,
+            owners,
             len(documents),
             features.shingle,
             self.fingerprinter._stop_table,
@@ -185,16 +178,6 @@ class Sketcher:
             features.tf_cap,
         )
         return fps, rows
-
-
-def _weighted_parts(doc: Document, config: FeatureConfig) -> list[tuple[str, int]]:
-    """Body first (the sketch covers it alone), then title and headings, as the simhash does."""
-    parts = [(doc.text, 1)]
-    if doc.title and config.title_weight:
-        parts.append((doc.title, config.title_weight))
-    if config.heading_weight:
-        parts.extend((heading, config.heading_weight) for heading in doc.headings)
-    return parts
 
 
 def sketch_count(sketch: bytes) -> int:
@@ -283,7 +266,7 @@ def row_counts(rows: U8Array) -> I64Array:
 def shingle_hashes(texts: Sequence[str]) -> tuple[U64Array, I64Array]:
     """Every word 4-shingle hash of each text, in text order, repeats kept: text d's are
     ``hashes[offsets[d]:offsets[d + 1]]`` (the tokens of fingerprint version 1)."""
-    words, starts, ends = pack([prepare(t) for t in texts])
+    words, starts, ends = pack([packable(t) for t in texts])
     hashes: U64Array
     offsets: I64Array
     hashes, offsets = sk.shingle_hashes(words, starts, ends)

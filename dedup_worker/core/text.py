@@ -48,6 +48,12 @@ def prepare(text: str) -> bytes:
     return _UNSPACED.sub(r" \1 ", _NON_WORD.sub(" ", folded)).encode("utf-8")
 
 
+def packable(text: str) -> str | bytes:
+    """``prepare(text)``, or ``text`` itself when it is ASCII (``prepare`` would only encode
+    it): the kernels' ``pack`` encodes ASCII text straight into its buffer."""
+    return text if text.isascii() else prepare(text)
+
+
 def words(text: str) -> list[str]:
     """The words the fingerprint sees, in order (for tests, evaluation and explanations)."""
     return normalize(text).split()
