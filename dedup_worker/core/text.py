@@ -20,7 +20,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from dedup_worker.core._text_kernel import collapse_ascii_whitespace, irregular_ascii
-from dedup_worker.core._unicode_kernel import blank_non_word, word_table
+from dedup_worker.core._unicode_kernel import (
+    blank_non_ascii,
+    plain_punctuation,
+    separate_words,
+    word_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +45,12 @@ def prepare(text: str) -> bytes:
     """The bytes the simhash kernel reads for ``text`` (see the module docstring)."""
     if text.isascii():
         return text.encode("ascii")
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    data = np.frombuffer(bytearray(folded.encode("utf-8")), dtype=np.uint8)
-    if not blank_non_word(data, word_table()):
-        # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
-        return data.tobytes()
-    return _UNSPACED.sub(r" \1 ", _NON_WORD.sub(" ", folded)).encode("utf-8")
+    data = np.frombuffer(bytearray(text.encode("utf-8")), dtype=np.uint8)
+    if all(map(plain_punctuation, set(blank_non_ascii(data).tolist()))):
+        return data.tobytes()  # NFKC and case folding would change no word: skip them
+    folded = unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
+    # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
+    return separate_words(np.frombuffer(folded, dtype=np.uint8), word_table()).tobytes()
 
 
 def packable(text: str) -> str | bytes:

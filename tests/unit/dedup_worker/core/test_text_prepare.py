@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.support.simhash_reference as reference
-from dedup_worker.core._unicode_kernel import word_table
+from dedup_worker.core._unicode_kernel import plain_punctuation, word_table
 from dedup_worker.core.text import normalize, prepare
 
 # Every code point but the surrogates (text from the wire is valid UTF-8).
@@ -70,3 +72,22 @@ def test_the_word_table_is_what_re_calls_a_word_character() -> None:
     expected[ord("_")] = 0
     mismatched = codes[table != expected]
     assert mismatched.size == 0, [hex(c) for c in mismatched[:10]]
+
+
+def test_plain_punctuation_never_composes_with_its_neighbours() -> None:
+    """What lets ``prepare`` skip NFKC: a plain punctuation character normalises to the same
+    non-word characters beside letters or beside itself as alone (planes 0-2 and 14: every
+    assigned character that is not CJK; the rest is unassigned or private)."""
+    codepoints = [
+        cp
+        for cp in [*range(0x80, 0x30000), *range(0xE0000, 0xE1000)]
+        if not 0xD800 <= cp < 0xE000 and plain_punctuation(cp)
+    ]
+    assert len(codepoints) > 1000 and plain_punctuation(0xA0) and not plain_punctuation(0x2122)
+    chars = [chr(cp) for cp in codepoints]
+    alone = [unicodedata.normalize("NFKC", c) for c in chars]
+    for context in ("a{0}b", "é{0}{0}", "{0}z"):
+        together = unicodedata.normalize("NFKC", "\n".join(context.format(c, c) for c in chars))
+        expected = "\n".join(context.format(a, a) for a in alone)
+        assert together == expected, context
+    assert all(not any(word_table()[ord(x)] for x in a) for a in alone)
