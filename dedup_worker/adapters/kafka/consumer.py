@@ -8,7 +8,7 @@ which is what lets one worker process reach its 10k pages/s target (see the READ
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -54,6 +54,8 @@ class PageConsumer:
         #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
         #: a batch's partitions may have moved between its poll and its commit.
         self.rebalances = 0
+        #: The value of ``rebalances`` at each partition's last revocation.
+        self._revoked_at: dict[Partition, int] = {}
         fetch_max = max(52_428_800, max_message_bytes)
         self._consumer = Consumer(
             settings.client_config(
@@ -84,7 +86,14 @@ class PageConsumer:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        for tp in partitions:
+            self._revoked_at[(tp.topic, tp.partition)] = self.rebalances
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
+
+    def revoked_since(self, rebalances: int, partitions: Iterable[Partition]) -> bool:
+        """True if a rebalance callback after the first ``rebalances`` revoked one of
+        ``partitions`` (a batch's partitions: its records may go to their next owner)."""
+        return any(self._revoked_at.get(tp, 0) > rebalances for tp in partitions)
 
     def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:
         """Up to ``max_records`` of the records already fetched; when there are none, waits up
