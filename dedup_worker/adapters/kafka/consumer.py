@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.group_generations import GroupGenerations
 from dedup_worker.adapters.kafka.records import (
     Offsets,
     Partition,
@@ -57,6 +58,13 @@ class PageConsumer:
         #: The value of ``rebalances`` at each partition's last revocation.
         self._revoked_at: dict[Partition, int] = {}
         fetch_max = max(52_428_800, max_message_bytes)
+        #: A rolling topic (``generations.py``): the subscription follows its live generations,
+        #: and cooperative rebalances add or drop one without revoking the others.
+        self._generations = (
+            GroupGenerations(settings, topic, group_id) if topic in settings.rolling else None
+        )
+        strategy = {"partition.assignment.strategy": "cooperative-sticky"}
+        self._subscribed = [topic] if self._generations is None else self._generations.wanted()
         self._consumer = Consumer(
             settings.client_config(
                 {
@@ -72,20 +80,43 @@ class PageConsumer:
                     # wait is over, so this bounds what an idle fetch adds to a page's latency.
                     "fetch.wait.max.ms": fetch_wait_ms,
                     **GROUP_TIMEOUTS,
+                    **(strategy if self._generations is not None else {}),
                 }
             )
         )
+        self._subscribe()
+
+    def _subscribe(self) -> None:
         with kafka_errors("subscribing to pages"):
             self._consumer.subscribe(
-                [self.topic], on_assign=self._assigned, on_revoke=self._revoked
+                list(self._subscribed), on_assign=self._assigned, on_revoke=self._revoked
             )
+
+    def _follow_generations(self) -> None:
+        """Rolling topic: subscribe to the live generations if the last look changed them."""
+        if self._generations is None:
+            return
+        wanted = self._generations.wanted()
+        if wanted != self._subscribed:
+            logger.info("following generations %s (was %s)", wanted, self._subscribed)
+            self._subscribed = wanted
+            self._subscribe()
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        if self._generations is not None:  # before any fetch: the roller keeps them
+            with kafka_errors("marking the assigned generations"):
+                self._generations.hold([(tp.topic, tp.partition) for tp in partitions])
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        if self._generations is not None:
+            # Stop fetching first (the wrapper would unassign after this callback), then
+            # release: the roller may delete a generation once every partition is released.
+            with kafka_errors("unassigning revoked generations"):
+                consumer.incremental_unassign(partitions)
+            self._generations.release([(tp.topic, tp.partition) for tp in partitions])
         for tp in partitions:
             self._revoked_at[(tp.topic, tp.partition)] = self.rebalances
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
@@ -103,6 +134,7 @@ class PageConsumer:
         batch size follow the load: pages that arrive while a batch is being decided make up
         the next one, so a page waits about one batch, never a fixed linger on top.
         """
+        self._follow_generations()
         with kafka_errors("polling pages"):
             first = self._consumer.poll(max_wait_ms / 1000)
             if first is None:
@@ -172,7 +204,9 @@ class PageConsumer:
     def close(self) -> None:
         """Leave the group (its partitions move at once) without committing anything more."""
         with kafka_errors("closing the pages consumer"):
-            self._consumer.close()
+            self._consumer.close()  # the revoke callback releases what it held
+        if self._generations is not None:
+            self._generations.stop()
 
 
 def _log_change(change: str, partitions: list[Partition]) -> None:

@@ -182,6 +182,9 @@ class KafkaSettings:
     bootstrap: str
     client_id: str = "neardup"
     security: KafkaSecurity = KafkaSecurity()
+    #: Topics that live as rolling generations (``generations.py``); empty: none, the topic
+    #: names are used as they are (the default, and what Apache Kafka deployments want).
+    rolling: frozenset[str] = frozenset()
 
     def client_config(
         self, extra: Mapping[str, Any] | None = None, *, quiet: bool = False
@@ -206,6 +209,10 @@ class KafkaSettings:
 
     def with_client_id(self, client_id: str) -> KafkaSettings:
         return replace(self, client_id=client_id)
+
+    def rolling_topics(self, *topics: str) -> KafkaSettings:
+        """These settings with ``topics`` rolling as generations."""
+        return replace(self, rolling=frozenset(topics))
 
     def describe(self) -> str:
         """``host:port (sasl_ssl SCRAM-SHA-512 user=crawler ca=/etc/ca.pem)``: no secrets."""
