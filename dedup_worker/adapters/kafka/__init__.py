@@ -39,11 +39,11 @@ from dedup_worker.adapters.kafka.reader import (
     DecisionFeed,
     PartitionOffsets,
     ReaderThread,
-    Start,
     TopicReader,
     committed_offsets,
     decode_record,
 )
+from dedup_worker.adapters.kafka.reader_generations import Start
 from dedup_worker.adapters.kafka.records import (
     Offsets,
     Partition,

@@ -104,9 +104,15 @@ class PageConsumer:
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
-        if self._generations is not None:  # before any fetch: the roller keeps them
-            with kafka_errors("marking the assigned generations"):
-                self._generations.hold([(tp.topic, tp.partition) for tp in partitions])
+        if self._generations is not None:
+            assigned = [(tp.topic, tp.partition) for tp in partitions]
+            with kafka_errors("assigning generations"):
+                self._generations.hold(assigned)  # before any fetch: the roller keeps them
+                # At absolute offsets, never a "beginning" lookup (group_generations.py).
+                offsets = self._generations.start_offsets(assigned)
+                consumer.incremental_assign(
+                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                )
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -9,6 +9,14 @@ behind follows at most the generations it still has to read, and drops each once
 The fetch markers (``generations.py``): HELD is committed in the assign callback, before the
 consumer fetches a partition; RELEASED in the revoke callback, after it unassigned it. Both
 are synchronous requests, made only when partitions move.
+
+The assign callback also places each partition at an absolute offset (:meth:`start_offsets`):
+the group's committed offset, else the log start. Left to librdkafka, a partition without a
+committed offset is placed by a "beginning" lookup (ListOffsets), and a partition revoked
+while that lookup is in flight starts fetching again when its outdated answer arrives
+(librdkafka 2.x restarts the lookup: "outdated offset response: (re)starting offset query
+timer", seen in a debug log): a consumer that fetches a generation it released, which
+crashes it when the roller deletes the generation.
 """
 
 from __future__ import annotations
@@ -82,6 +90,20 @@ class GroupGenerations:
         committed = self._admin.committed(self.group_id, topic, partitions)
         ends = self._admin.log_ends(topic, partitions)
         return all(committed.get(p, -1) >= end for p, end in ends.items() if end > 0)
+
+    def start_offsets(self, partitions: Sequence[Partition]) -> dict[Partition, int]:
+        """Where the group consumer starts each of ``partitions``: the offset its group
+        committed (stable: a transaction committing one is waited for), else the log start."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        offsets: dict[Partition, int] = {}
+        for topic, numbers in by_topic.items():
+            committed = self._admin.committed(self.group_id, topic, numbers, stable=True)
+            missing = [p for p in numbers if p not in committed]
+            starts = self._admin.log_starts(topic, missing)
+            offsets.update({(topic, p): committed.get(p, starts.get(p, 0)) for p in numbers})
+        return offsets
 
     def hold(self, partitions: Sequence[Partition]) -> None:
         """Before fetching them: mark ``partitions`` HELD (the roller keeps their topics)."""

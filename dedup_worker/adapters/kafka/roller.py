@@ -14,12 +14,16 @@ when (all checked in the same look, right before the delete request):
   fetching it.
 
 The pages of a generation must also have been consumed by some group (an empty one may go).
+And all of that must have held for ``grace_s`` (:data:`RELEASE_GRACE_S`) in every look: a
+fetch request sent just before a client let go is still answered after it, and librdkafka
+stops a partition's fetcher asynchronously, after ``incremental_unassign`` returned.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -35,6 +39,10 @@ from dedup_worker.adapters.kafka.generations import (
 from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
+
+#: How long an old generation must have been deletable, look after look, before it is
+#: deleted (module doc): many times a fetch wait and a request's round trip.
+RELEASE_GRACE_S = 5.0
 
 
 @dataclass
@@ -73,6 +81,7 @@ class GenerationRoller:
         partitions: int,
         replication: int = 1,
         delete: bool = True,
+        grace_s: float = RELEASE_GRACE_S,
     ) -> None:
         if not bases:
             raise ValueError("a roller needs at least one rolling topic")
@@ -82,7 +91,10 @@ class GenerationRoller:
         self.partitions = partitions
         self.replication = replication
         self.delete = delete
+        self.grace_s = grace_s
         self._seen_ends: dict[str, dict[int, int]] = {}
+        #: Since when each old generation has been deletable in every look.
+        self._clear_since: dict[str, float] = {}
 
     def step(self) -> RollStep:
         """One look: roll if the current generation is full (or there is no spare), then
@@ -110,14 +122,28 @@ class GenerationRoller:
         for base, topic in old:
             why = self._why_kept(topic, base, groups)
             if why:
+                self._clear_since.pop(topic, None)  # the grace starts again from the next look
+            else:
+                why = self._in_grace(topic)
+            if why:
                 done.kept[topic] = why
+                logger.debug("keeping %s: %s", topic, why)
             elif self.delete:
                 self.admin.delete([topic])  # one at a time: each right after its own check
                 self._seen_ends.pop(topic, None)
+                self._clear_since.pop(topic, None)
                 done.deleted.append(topic)
         if done.deleted:
             logger.info("deleted topic generations nobody fetches: %s", done.deleted)
         return done
+
+    def _in_grace(self, topic: str) -> str:
+        """Why ``topic``, deletable in this look, waits ("" once it was for ``grace_s``)."""
+        now = time.monotonic()
+        since = self._clear_since.setdefault(topic, now)
+        if now - since < self.grace_s:
+            return f"deletable for {now - since:.1f} s only"
+        return ""
 
     def roll_to(self, number: int) -> list[str]:
         """Create generation ``number`` of every rolling topic (the ones missing)."""

@@ -97,11 +97,19 @@ class TopicAdmin:
     def log_ends(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """The log end of each partition, records of open transactions included (a
         read_committed end stops before them)."""
+        return self._list_offsets(topic, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+
+    def log_starts(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """The first offset of each partition (where a reader "from the beginning" starts)."""
+        return self._list_offsets(topic, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+
+    def _list_offsets(
+        self, topic: str, partitions: Sequence[int], spec: OffsetSpec
+    ) -> dict[int, int]:
         if not partitions:
             return {}
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        specs = {TopicPartition(topic, p): latest for p in partitions}
-        with kafka_errors(f"reading the log ends of {topic}"):
+        specs = {TopicPartition(topic, p): spec for p in partitions}
+        with kafka_errors(f"reading the offsets of {topic}"):
             futures = self._admin.list_offsets(
                 specs,
                 isolation_level=IsolationLevel.READ_UNCOMMITTED,
@@ -115,12 +123,18 @@ class TopicAdmin:
             found = self._admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
         return sorted(group.group_id for group in found.valid)
 
-    def committed(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
-        """The offsets ``group`` committed on ``topic`` (partitions without one left out)."""
+    def committed(
+        self, group: str, topic: str, partitions: Sequence[int], *, stable: bool = False
+    ) -> dict[int, int]:
+        """The offsets ``group`` committed on ``topic`` (partitions without one left out).
+        ``stable``: wait for the outcome of transactions that commit offsets on them (what a
+        read_committed group consumer reads before it fetches)."""
         wanted = [TopicPartition(topic, p) for p in partitions]
         request = ConsumerGroupTopicPartitions(group, wanted)
         with kafka_errors(f"reading the offsets {group} committed on {topic}"):
-            futures = self._admin.list_consumer_group_offsets([request])
+            futures = self._admin.list_consumer_group_offsets(
+                [request], require_stable=stable, request_timeout=REQUEST_TIMEOUT_S
+            )
             result = futures[group].result()
         return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 

@@ -113,7 +113,7 @@ def test_an_old_generation_is_kept_while_a_marker_holds_it_or_a_group_does_not_m
     admin = TopicAdmin(settings)
     admin.create([pages, decisions], 1)  # generation 0 of both
     produce_all(settings, pages, [(b"k", b"v")] * 3)
-    roller = GenerationRoller(admin, [pages, decisions], roll_records=3, partitions=1)
+    roller = GenerationRoller(admin, [pages, decisions], roll_records=3, partitions=1, grace_s=1.0)
     roller.roll_to(2)
     old = generation_name(pages, 0)
     for _ in range(3):  # quiet and two behind, but no group has read it
@@ -131,6 +131,8 @@ def test_an_old_generation_is_kept_while_a_marker_holds_it_or_a_group_does_not_m
     assert old not in step.deleted and "holds it" in step.kept[old]
 
     admin.commit(marker_group(group), old, {0: RELEASED})
-    assert old in roller.step().deleted
+    step = roller.step()  # deletable from now on, but a fetch sent before may still be answered
+    assert old not in step.deleted and "deletable for" in step.kept[old]
+    wait_until(lambda: old in roller.step().deleted, f"{old} to be deleted after the grace")
     assert old not in admin.names()
     assert generation_name(pages, 2) in admin.names()  # the current generation stays
