@@ -103,6 +103,7 @@ class Soak:
         self.meter: CpuMeter | None = None
         self.trace = args.trace.open("w") if args.trace else None
         self.worker_pid: int | None = None
+        self.roller: RollerThread | None = None
         self.config = self._config()
 
     def _config(self) -> WorkerConfig:
@@ -118,7 +119,7 @@ class Soak:
             "NEARDUP_PARTITIONS": str(a.partitions),
             "NEARDUP_EXPECTED_PAGES": str(a.rate * int(self.duration_s) + 1000),
             "NEARDUP_WORKER_ID": "soak-worker",
-            "NEARDUP_TRANSACTIONAL": "on",
+            "NEARDUP_TRANSACTIONAL": a.transactional,
             **({"NEARDUP_FETCH_WAIT_MS": str(a.fetch_wait_ms)} if a.fetch_wait_ms else {}),
         }
 
@@ -129,7 +130,7 @@ class Soak:
         ensure_topics(kafka, topics, self.args.partitions)
         roller = None
         if config.topic_generations:
-            roller = RollerThread(generation_roller(config, self.args.partitions))
+            roller = self.roller = RollerThread(generation_roller(config, self.args.partitions))
             roller.start()
         reader = TopicReader(kafka, config.decisions_topic, fetch_wait_ms=5)
         reader.start("end")
@@ -243,8 +244,12 @@ class Soak:
 
     def _generations(self) -> str:
         names = TopicAdmin(self.config.kafka(client_id="soak-admin")).names()
-        alive = [generations_of(t, names) for t in (self.config.pages_topic,)]
-        return f"{len(names)} topics (pages generations alive: {alive[0] or '-'})"
+        alive = generations_of(self.config.pages_topic, names)
+        deleted = len(self.roller.deleted) if self.roller is not None else 0
+        return (
+            f"{len(names)} topics (pages generations alive: {alive or '-'}, "
+            f"{deleted} topic generations deleted so far)"
+        )
 
     def _summary(self) -> int:
         missing = self.sent - len(self.decided)
@@ -292,6 +297,7 @@ def main() -> None:
         help="words per page; the broker keeps every page (it frees nothing unless generations "
         "are deleted), ~11 MB/s at 1,000 pages/s of 900 words",
     )
+    parser.add_argument("--transactional", choices=["on", "off"], default="on")
     parser.add_argument("--fetch-wait-ms", type=int, default=0, help="0: the worker's default")
     parser.add_argument("--keep-log", type=Path, help="copy the worker log here")
     parser.add_argument(
@@ -300,7 +306,7 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"soak: {args.rate} pages/s of {args.words} words for {args.minutes:g} min, "
-        f"generations {args.generations} "
+        f"generations {args.generations} transactions {args.transactional} "
         f"({args.generation_records} records a partition), {args.partitions} partitions; "
         f"uptime: {_uptime()}",
         flush=True,

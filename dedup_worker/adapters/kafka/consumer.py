@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
-from dedup_worker.adapters.kafka.group_generations import GroupGenerations
+from dedup_worker.adapters.kafka.group_generations import (
+    ROLLING_GROUP_TIMEOUTS,
+    GroupGenerations,
+)
 from dedup_worker.adapters.kafka.records import (
     Offsets,
     Partition,
@@ -63,7 +66,7 @@ class PageConsumer:
         self._generations = (
             GroupGenerations(settings, topic, group_id) if topic in settings.rolling else None
         )
-        strategy = {"partition.assignment.strategy": "cooperative-sticky"}
+        rolling = {"partition.assignment.strategy": "cooperative-sticky", **ROLLING_GROUP_TIMEOUTS}
         self._subscribed = [topic] if self._generations is None else self._generations.wanted()
         self._consumer = Consumer(
             settings.client_config(
@@ -80,7 +83,7 @@ class PageConsumer:
                     # wait is over, so this bounds what an idle fetch adds to a page's latency.
                     "fetch.wait.max.ms": fetch_wait_ms,
                     **GROUP_TIMEOUTS,
-                    **(strategy if self._generations is not None else {}),
+                    **(rolling if self._generations is not None else {}),
                 }
             )
         )
