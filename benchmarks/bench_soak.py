@@ -245,7 +245,7 @@ class Soak:
     def _generations(self) -> str:
         names = TopicAdmin(self.config.kafka(client_id="soak-admin")).names()
         alive = generations_of(self.config.pages_topic, names)
-        deleted = len(self.roller.deleted) if self.roller is not None else 0
+        deleted = len(set(self.roller.deleted)) if self.roller is not None else 0
         return (
             f"{len(names)} topics (pages generations alive: {alive or '-'}, "
             f"{deleted} topic generations deleted so far)"

@@ -104,6 +104,27 @@ def live_generations(numbers: list[int], consumed: Callable[[int], bool]) -> lis
     return [n for n in numbers[:-2] if not consumed(n)] + numbers[-2:]
 
 
+#: A new spare is subscribed to at most this many looks late while an older generation is
+#: about to be dropped (:func:`merge_changes`).
+MERGE_LOOKS = 2
+
+
+def merge_changes(subscribed: list[str], wanted: list[str], held: int) -> tuple[list[str], int]:
+    """What a group consumer subscribes to after a look that found ``wanted`` (it follows
+    ``subscribed``, and held a new spare back ``held`` looks so far), and the new count.
+
+    Every change of subscription is a rebalance (seconds on Tansu), and a roll makes two: a new
+    spare appears, and a look or two later the generation producers just left is consumed and
+    dropped. So a new spare waits while an older generation is about to go, up to
+    :data:`MERGE_LOOKS` looks, and both go in one rebalance: the spare is written to only at
+    the next roll."""
+    adds = any(topic not in subscribed for topic in wanted)
+    drops_soon = len(wanted) > 2  # an older generation not consumed to its end yet
+    if adds and drops_soon and held < MERGE_LOOKS:
+        return list(subscribed), held + 1
+    return list(wanted), 0
+
+
 def looks_like_generation(name: str, bases: Iterable[str]) -> bool:
     """True if ``name`` would be taken for a generation of one of ``bases`` (config check)."""
     return any(generation_number(base, name) is not None for base in bases)

@@ -198,6 +198,11 @@ class KafkaSettings:
             "logger": _client_logger,
             "error_cb": _ignore_error if quiet else _log_client_error,
             **self.security.client_config(),
+            # Rolling generations: a metadata request for a topic must never create it. A
+            # producer re-reads the metadata of every topic it ever wrote to (every 5 min),
+            # and Tansu created every deleted generation again on that request (seen as
+            # dozens of deletions at once in soaks, each a topic the roller deleted before).
+            **({"allow.auto.create.topics": False} if self.rolling else {}),
             **(extra or {}),
         }
 

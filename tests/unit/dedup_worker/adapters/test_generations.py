@@ -16,6 +16,7 @@ from dedup_worker.adapters.kafka.generations import (
     generation_number,
     generations_of,
     live_generations,
+    merge_changes,
 )
 from dedup_worker.errors import ConfigError
 from dedup_worker.worker.config import load_config
@@ -57,6 +58,17 @@ def test_a_consumer_follows_current_and_spare_and_what_it_has_not_consumed() -> 
     assert live_generations([1, 2, 3, 4], lambda n: n != 2) == [2, 3, 4]
 
 
+def test_a_new_spare_waits_a_look_or_two_for_the_consumed_generation_to_go_with_it() -> None:
+    now = ["p.g1", "p.g2"]
+    spare_and_old = ["p.g1", "p.g2", "p.g3"]  # p.g1 not consumed yet: it goes a look later
+    assert merge_changes(now, spare_and_old, 0) == (now, 1)
+    assert merge_changes(now, ["p.g2", "p.g3"], 1) == (["p.g2", "p.g3"], 0)  # one change
+    assert merge_changes(now, spare_and_old, 1) == (now, 2)
+    assert merge_changes(now, spare_and_old, 2) == (spare_and_old, 0)  # a worker behind
+    assert merge_changes(spare_and_old, ["p.g2", "p.g3"], 0) == (["p.g2", "p.g3"], 0)
+    assert merge_changes(now, ["p.g2", "p.g3"], 0) == (["p.g2", "p.g3"], 0)
+
+
 def test_a_router_sends_rolling_topics_to_their_current_generation_only() -> None:
     broker = Metadata("pages.g0", "pages.g1", "pages.dlq")
     router = Router(KafkaSettings("h:1").rolling_topics("pages"), broker)
@@ -68,17 +80,22 @@ def test_a_router_sends_rolling_topics_to_their_current_generation_only() -> Non
     assert router.topic("pages") == "pages.g1"
 
 
+def test_with_rolling_topics_no_client_creates_a_topic_by_asking_for_it() -> None:
+    # librdkafka's producers and admin clients ask the broker to create a topic they ask the
+    # metadata of: a deleted generation would come back when a producer re-reads it.
+    rolling = KafkaSettings("h:1").rolling_topics("pages")
+    assert rolling.client_config()["allow.auto.create.topics"] is False
+    assert rolling.producer_config()["allow.auto.create.topics"] is False
+    assert "allow.auto.create.topics" not in KafkaSettings("h:1").producer_config()
+
+
 def test_without_rolling_topics_nothing_changes() -> None:
     broker = Metadata("pages.g0")
     router = Router(KafkaSettings("h:1"), broker)
     assert router.topic("pages") == "pages"
     router.refresh_if_due()
     assert broker.calls == 0
-    # Rolling or not, no client may create topics by asking for them: a deleted generation
-    # would come back.
     assert "allow.auto.create.topics" not in KafkaSettings("h:1").client_config()
-    rolling = KafkaSettings("h:1").rolling_topics("pages").client_config()
-    assert "allow.auto.create.topics" not in rolling
 
 
 def test_a_longer_fetch_wait_allows_larger_generations() -> None:
