@@ -26,7 +26,7 @@ from dedup_worker.adapters.kafka.records import Partition, Record, record_of
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
 from dedup_worker.adapters.kafka.topics import TopicAdmin
 from dedup_worker.contract.messages import Decision, decode_decision
-from dedup_worker.errors import BackendUnavailable, ContractError
+from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +189,13 @@ class TopicReader:
         return all(positions.get(p, 0) >= end for p, end in ends.items())
 
     def close(self) -> None:
+        """Stop reading; a reader of generations first lets every one go (its markers would
+        keep them from deletion for the rest of the stack's life: ``neardup up``)."""
+        if self._generations is not None:
+            try:
+                self._generations.let_go_all()
+            except NeardupError as exc:
+                logger.warning("generations of %s not released: %s", self.topic, exc)
         with kafka_errors(f"closing the reader of {self.topic}"):
             self._consumer.close()
 

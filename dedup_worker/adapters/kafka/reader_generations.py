@@ -173,6 +173,17 @@ class GenerationFollower:
         self._mark({topic: partitions}, RELEASED)
         logger.info("read generation %s to its end", topic)
 
+    def let_go_all(self) -> None:
+        """Stop fetching every generation, then release them (the reader is closing)."""
+        held, self.assigned = self.assigned, {}
+        if not held:
+            return
+        with kafka_errors(f"unassigning {self.base}"):
+            self._consumer.incremental_unassign(
+                [TopicPartition(t, p) for t, ps in held.items() for p in ps]
+            )
+        self._mark(held, RELEASED)
+
     def _mark(self, topics: Mapping[str, list[int]], value: int) -> None:
         for topic, partitions in topics.items():
             self._admin.commit(self._markers, topic, {p: value for p in partitions})

@@ -136,3 +136,22 @@ def test_an_old_generation_is_kept_while_a_marker_holds_it_or_a_group_does_not_m
     wait_until(lambda: old in roller.step().deleted, f"{old} to be deleted after the grace")
     assert old not in admin.names()
     assert generation_name(pages, 2) in admin.names()  # the current generation stays
+
+
+def test_a_reader_releases_the_generations_it_read_when_it_closes(
+    kafka_broker: KafkaBroker,
+) -> None:
+    # A long-lived stack (neardup up) outlives its crawls: a closed reader's markers must not
+    # keep its generations from deletion.
+    decisions = f"decisions-close-{time.monotonic_ns()}"
+    settings = KafkaSettings(kafka_broker.bootstrap).rolling_topics(decisions)
+    admin = TopicAdmin(settings)
+    admin.create([decisions], 1)  # generation 0
+    admin.create([generation_name(decisions, 1)], 1)  # the spare
+    reader = kafka.TopicReader(settings, decisions)
+    reader.start("beginning")
+    markers = marker_group(reader.group_id)
+    read = [generation_name(decisions, n) for n in (0, 1)]
+    assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: HELD}] * 2
+    reader.close()
+    assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: RELEASED}] * 2
