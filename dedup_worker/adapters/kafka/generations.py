@@ -19,21 +19,23 @@ Every process decides from the broker's state alone, so they agree without talki
   that lands late in an older generation makes it live again, so nothing there is stranded;
 - a reader (no group) reads every new generation from its start and lets an older one go
   once it read it to the log end (an open transaction keeps it), and takes it back if the end
-  moves later (a producer that had not re-read the metadata yet); it commits its positions
-  under its own group id, so the roller can see how far it is;
+  moves later (a producer that had not re-read the metadata yet; ``reader_generations.py``);
 - the roller (``roller.py``, one per stack) rolls once a partition of the current generation
   holds ``roll_records`` offsets, and deletes an old generation only once no client can be
   fetching it. That order matters: librdkafka crashes (SIGSEGV, librdkafka issue #5093) on
   the answer Tansu 0.6.0 gives to a Fetch of a deleted topic (``current_leader`` 0/0 and a
-  zero topic id), so deletion follows what clients *did*, never a timer:
+  zero topic id), so deletion follows what clients *did*:
 
-  * a reader first unassigns a generation and *then* commits its end under its own group id,
-    so "committed to the end" means "not fetching";
-  * a group consumer commits a *fetch marker* under ``<group>.fetching`` for each partition
-    of a generation: :data:`HELD` in its assign callback before it fetches, :data:`RELEASED`
-    in its revoke callback after it unassigned it (the group protocol orders one member's
-    revoke before the next member's assign). Tansu's DescribeGroups lists no assignments, so
-    the group cannot tell who holds what; the markers do.
+  * every client commits a *fetch marker* for each partition of a generation it fetches:
+    :data:`HELD` before it fetches, :data:`RELEASED` after it unassigned it (group consumers
+    under ``<group>.fetching``, in their rebalance callbacks: the group protocol orders one
+    member's revoke before the next member's assign; readers under their own group id's
+    marker group, around their assign and unassign, and on close). Tansu's DescribeGroups
+    lists no assignments, so nobody could tell who holds what; the markers do;
+  * clients place those partitions at absolute offsets only (a "beginning" lookup whose
+    partition is unassigned meanwhile restarts and fetches it again: ``group_generations.py``);
+  * the roller deletes only after every condition held for a grace (a fetch sent just before
+    a release is still answered after it: ``roller.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ MARKER_SUFFIX = ".fetching"
 #: Fetch marker values (committed "offsets" of the marker group).
 HELD = 1
 RELEASED = 2
-#: Readers' group ids start so (one group each; they never join, only commit positions).
+#: Readers' group ids start so (one group each; they never join, only commit fetch markers).
 READER_PREFIX = "neardup-reader-"
 _SUFFIX = ".g"
 
