@@ -67,9 +67,9 @@ class GenerationFollower:
         self._due = 0.0
 
     def start(self, start: Start, wait_s: float) -> dict[int, int]:
-        """Assign the current generation at ``start`` ("beginning", "end" or offsets; for
-        "beginning" the older generations too, from their log start); returns the current
-        generation's start offsets. Waits up to ``wait_s`` for a first generation."""
+        """Assign the current generation and the spare at ``start`` ("beginning": the older
+        generations too, from their log start; saved offsets count as "beginning"); returns
+        the current generation's start offsets. Waits up to ``wait_s`` for a first one."""
         deadline = time.monotonic() + wait_s
         while not (found := self.generations()):
             if time.monotonic() > deadline:
@@ -77,14 +77,18 @@ class GenerationFollower:
                     f"topic {self.base!r} has no generation after {wait_s:g} s"
                 )
             time.sleep(0.2)
+        if not isinstance(start, str):
+            # Saved positions (a resumed crawl) name no generation, and the one they were read
+            # in may be gone: read every generation still there instead (decisions repeat
+            # harmlessly; applied to another generation they would skip some).
+            logger.info("resuming %s: reading every generation still there", self.base)
+            start = "beginning"
         current = current_generation([n for n, _, _ in found])
         _, topic, partitions = next(g for g in found if g[0] == current)
         if start == "beginning":
             offsets = self._admin.log_starts(topic, partitions)
         else:
-            ends = self._admin.log_ends(topic, partitions)
-            given = {} if isinstance(start, str) else start
-            offsets = {p: given.get(p, ends[p]) for p in partitions}
+            offsets = self._admin.log_ends(topic, partitions)
         chosen = [g for g in found if start == "beginning" or g[0] >= (current or 0)]
         placed: dict[Partition, int] = {}
         for _, name, numbers in chosen:

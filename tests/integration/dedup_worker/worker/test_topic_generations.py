@@ -155,3 +155,26 @@ def test_a_reader_releases_the_generations_it_read_when_it_closes(
     assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: HELD}] * 2
     reader.close()
     assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: RELEASED}] * 2
+
+
+def test_a_reader_resumed_from_saved_offsets_reads_every_generation_still_there(
+    kafka_broker: KafkaBroker,
+) -> None:
+    # Saved offsets name no generation; applied to another one they would skip decisions.
+    decisions = f"decisions-resume-{time.monotonic_ns()}"
+    settings = KafkaSettings(kafka_broker.bootstrap).rolling_topics(decisions)
+    admin = TopicAdmin(settings)
+    admin.create([decisions], 1)
+    produce_all(settings, decisions, [(b"k", b"early"), (b"k", b"late")])  # into generation 0
+    admin.create([generation_name(decisions, 1), generation_name(decisions, 2)], 1)
+    reader = kafka.TopicReader(settings, decisions)
+    reader.start({0: 1})  # one read before, in generation 0, which is no longer current
+    values: list[bytes] = []
+
+    def both_read() -> bool:
+        values.extend(r.value or b"" for r in reader.poll(0.2))
+        return len(values) >= 2
+
+    wait_until(both_read, "the records of generation 0")
+    reader.close()
+    assert values == [b"early", b"late"]
