@@ -68,6 +68,8 @@ class CrawlConfig:
     redis_cluster: bool = False
     pages_topic: str = "pages"
     decisions_topic: str = "decisions"
+    #: Pages and decisions roll as generations (the worker's NEARDUP_TOPIC_GENERATIONS).
+    topic_generations: bool = False
     partitions: int = 4
     crawl_id: str = ""
     max_depth: int | None = None
@@ -112,7 +114,10 @@ class CrawlConfig:
 
     def kafka(self, client_id: str = "neardup-crawler") -> KafkaSettings:
         """The settings of the crawler's Kafka clients."""
-        return KafkaSettings(self.kafka_bootstrap, client_id, self.kafka_security)
+        settings = KafkaSettings(self.kafka_bootstrap, client_id, self.kafka_security)
+        if self.topic_generations:
+            return settings.rolling_topics(self.pages_topic, self.decisions_topic)
+        return settings
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -179,6 +184,7 @@ def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> Cra
         redis_cluster=read.flag("NEARDUP_REDIS_CLUSTER", False),
         pages_topic=read.text("NEARDUP_PAGES_TOPIC", "pages"),
         decisions_topic=read.text("NEARDUP_DECISIONS_TOPIC", "decisions"),
+        topic_generations=read.flag("NEARDUP_TOPIC_GENERATIONS", False),
         partitions=read.number("NEARDUP_PARTITIONS", 4, int),
         crawl_id=read.text("NEARDUP_CRAWL_ID"),
         max_depth=optional_int(read.raw("NEARDUP_MAX_DEPTH"), "NEARDUP_MAX_DEPTH"),

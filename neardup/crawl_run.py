@@ -23,15 +23,18 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from dedup_worker.adapters.kafka import (
+    GenerationRoller,
     KafkaSettings,
     ReaderThread,
     Record,
+    RollerThread,
+    TopicAdmin,
     TopicReader,
     check_access,
     ensure_topics,
@@ -132,6 +135,7 @@ class CrawlRun:
         self.started = time.monotonic()
         self.stats: dict[str, object] = {}
         self.rules: list[RuleRow] = []
+        self.embedded = False
 
     def run(self) -> int:
         from neardup.stack import EmbeddedStack
@@ -139,6 +143,7 @@ class CrawlRun:
         bootstrap, redis_url = _external_services(self.options.base_environment())
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
         stack = None if bootstrap else EmbeddedStack(self.options.state_dir / "stack").start()
+        self.embedded = stack is not None
         try:
             if stack is not None:
                 bootstrap, redis_url = stack.bootstrap, stack.redis_url
@@ -156,7 +161,7 @@ class CrawlRun:
         kafka = config.kafka(client_id="neardup-crawl")
         check_access(kafka)
         ensure_topics(kafka, _topics(config), self._partitions(), config.replication)
-        with self.options.out.open("wb") as out:
+        with self._rolling(config), self.options.out.open("wb") as out:
             recorder = Recorder(kafka, config.decisions_topic, out, self.tally)
             recorder.start()
             for number in range(self.options.workers):
@@ -184,8 +189,26 @@ class CrawlRun:
         if self.rules:
             write_rules(rules_path(self.options.out), self.rules)
 
+    @contextlib.contextmanager
+    def _rolling(self, config: WorkerConfig) -> Iterator[None]:
+        """Roll the topic generations while the crawl runs (when they are on): this run owns
+        the stack, so it is the one roller."""
+        if not config.topic_generations:
+            yield
+            return
+        roller = RollerThread(generation_roller(config, self._partitions()))
+        roller.start()
+        try:
+            yield
+        finally:
+            roller.stop()
+
     def _env(self, bootstrap: str, redis_url: str) -> dict[str, str]:
         env = self.options.base_environment()
+        if self.embedded:
+            # Tansu's memory storage never frees a record: roll generations (README, "The
+            # embedded stack's limits"), unless the environment says otherwise.
+            env.setdefault("NEARDUP_TOPIC_GENERATIONS", "on")
         env.update(
             NEARDUP_KAFKA_BOOTSTRAP=bootstrap,
             NEARDUP_REDIS_URL=redis_url,
@@ -304,6 +327,17 @@ def _external_services(environment: Mapping[str, str]) -> tuple[str, str]:
             "or neither to use the embedded stack"
         )
     return bootstrap, redis_url
+
+
+def generation_roller(config: WorkerConfig, partitions: int) -> GenerationRoller:
+    """The roller of the pages and decisions generations these settings describe."""
+    return GenerationRoller(
+        TopicAdmin(config.kafka(client_id="neardup-roller")),
+        [config.pages_topic, config.decisions_topic],
+        roll_records=config.generation_records,
+        partitions=partitions,
+        replication=config.replication,
+    )
 
 
 def _topics(config: WorkerConfig) -> list[str]:

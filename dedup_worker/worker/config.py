@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from dedup_worker.adapters.kafka.generations import looks_like_generation
 from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import environment, redact_url
@@ -75,6 +76,8 @@ class WorkerConfig:
     fetch_wait_ms: int = 5
     transactional: TransactionMode = "auto"
     create_topics: bool = True
+    topic_generations: bool = False  # pages and decisions roll as generations (README)
+    generation_records: int = 4000
     partitions: int = 4
     replication: int = 1
     metrics_port: int = 0
@@ -126,11 +129,14 @@ class WorkerConfig:
 
     def kafka(self, client_id: str | None = None) -> KafkaSettings:
         """The settings of this process's Kafka clients (default id: the worker's)."""
-        return KafkaSettings(
+        settings = KafkaSettings(
             self.kafka_bootstrap,
             client_id=client_id or self.client_name,
             security=self.kafka_security,
         )
+        if self.topic_generations:
+            return settings.rolling_topics(self.pages_topic, self.decisions_topic)
+        return settings
 
     def __repr__(self) -> str:
         return f"WorkerConfig({self.describe()})"
@@ -143,7 +149,8 @@ class WorkerConfig:
             f"kafka={self.kafka().describe()} redis={redact_url(self.redis_url)}"
             f"{' (cluster)' if self.redis_cluster else ''}"
             f"{f' ({redis_security})' if redis_security else ''} topics={self.pages_topic}->"
-            f"{self.decisions_topic},{self.dlq_topic} group={self.group_id} "
+            f"{self.decisions_topic},{self.dlq_topic}"
+            f"{' (rolling generations)' if self.topic_generations else ''} group={self.group_id} "
             f"worker={self.worker_id or '(leased slot)'} k={self.k} tables_k={self.tables_k}"
             f"x{self.table_replicas} "
             f"shingle={self.shingle} tf_cap={self.tf_cap} "
@@ -352,6 +359,18 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option("transactional", _choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
     _Option("create_topics", _boolean, "create missing topics at start-up"),
+    _Option(
+        "topic_generations",
+        _boolean,
+        "pages and decisions live as rolling generations <topic>.gN, so each fetch lists a "
+        "bounded number of batches (on for the embedded stack, whose broker lists them all)",
+    ),
+    _Option(
+        "generation_records",
+        _integer(100, 10_000_000),
+        "with topic_generations: records (offsets) one partition of the newest generation holds "
+        "before the stack rolls to the next; bounds the batches the broker lists per fetch",
+    ),
     _Option("partitions", _integer(1, 10_000), "partitions of topics created at start-up"),
     _Option("replication", _integer(1, 16), "replication factor of topics created at start-up"),
     _Option("metrics_port", _integer(0, 65535), "Prometheus metrics HTTP port (0 = off)"),
@@ -472,6 +491,16 @@ def _check_together(config: WorkerConfig) -> None:
             "NEARDUP_PAGES_TOPIC, NEARDUP_DECISIONS_TOPIC and NEARDUP_DLQ_TOPIC must be "
             f"three different topics, got {', '.join(topics)}"
         )
+    if config.topic_generations:
+        rolling = (config.pages_topic, config.decisions_topic)
+        for name, topic in (("NEARDUP_DECISIONS_TOPIC", config.decisions_topic),
+                            ("NEARDUP_DLQ_TOPIC", config.dlq_topic)):  # fmt: skip
+            if looks_like_generation(topic, rolling):
+                raise ConfigError(
+                    f"{name}={topic} reads as a generation of a rolling topic while "
+                    "NEARDUP_TOPIC_GENERATIONS is on: choose a name that does not end in .g<N>"
+                )
+        _check_fetch_wait(config)
     if not config.memory_backend:
         config.redis_security.check_url(config.redis_url)
     if config.memory_backend and config.redis_cluster:
@@ -498,6 +527,25 @@ def _check_together(config: WorkerConfig) -> None:
         raise ConfigError(
             "NEARDUP_MAX_MESSAGE_BYTES must be at least NEARDUP_MAX_TEXT_BYTES "
             f"({config.max_text_bytes}), got {config.max_message_bytes}"
+        )
+
+
+#: Tansu (memory storage) lists every batch a partition holds on each fetch: ~1.2 ms per 1,000
+#: batches here; a fetch wait under about half that listing delivers nothing at all (measured:
+#: 5 ms stalls at 12k batches, not at 8k). README, "The embedded stack's limits".
+LISTING_MS_PER_1000_BATCHES = 1.2
+
+
+def _check_fetch_wait(config: WorkerConfig) -> None:
+    """A full generation must not make the broker's fetches outlast the fetch wait."""
+    listing_ms = LISTING_MS_PER_1000_BATCHES * config.generation_records / 1000
+    if config.fetch_wait_ms < listing_ms / 2:
+        raise ConfigError(
+            f"NEARDUP_FETCH_WAIT_MS={config.fetch_wait_ms} is too short for "
+            f"NEARDUP_GENERATION_RECORDS={config.generation_records}: a full partition takes the "
+            f"broker ~{listing_ms:.0f} ms to list per fetch, and a wait under half that can "
+            f"deliver nothing; raise NEARDUP_FETCH_WAIT_MS to at least {listing_ms / 2:.0f} or "
+            "lower NEARDUP_GENERATION_RECORDS"
         )
 
 

@@ -8,7 +8,7 @@ Protocols, so its commit order can also be checked against an in-process stand-i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from dedup_worker.adapters.kafka import GroupMetadata, Offsets, Partition, Record
@@ -34,6 +34,12 @@ class PageSource(Protocol):
     @property
     def rebalances(self) -> int:
         """Rebalance callbacks run so far (they run inside a poll)."""
+        ...
+
+    def revoked_since(self, rebalances: int, partitions: Iterable[Partition]) -> bool:
+        """True if a rebalance callback after the first ``rebalances`` revoked one of
+        ``partitions`` (an eager rebalance revokes every partition, a cooperative one only
+        those that move)."""
         ...
 
     def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]: ...

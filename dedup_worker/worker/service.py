@@ -39,8 +39,10 @@ without the backoff: the partitions' owner processes the records again.
 
 Rebalances: the rebalance callbacks run inside a poll (in whichever thread polls). A poll in
 this thread comes after the previous batch committed, so nothing is in flight when partitions
-move. A rebalance during a prefetch is noticed before step 4 and the batch is redone rather
-than committed over a new owner. A revoked batch that was being retried is simply redelivered
+move. A rebalance during a prefetch that revoked a partition of the batch is noticed before
+step 4 and the batch is redone rather than committed over a new owner; one that revoked none of
+its partitions (a cooperative rebalance adding or dropping a topic generation) does not stop
+it. A revoked batch that was being retried is simply redelivered
 to the partition's new owner.
 
 Stop (``stop()``, from SIGTERM/SIGINT in main): the current batch finishes and commits, then the
@@ -186,10 +188,12 @@ class Worker:
         decisions = self._decide(batch)
         decided = time.perf_counter()
         self._consumer_idle()
-        if self.consumer.rebalances != batch.rebalances:
-            # The prefetch's poll ran a rebalance: our partitions may have a new owner that
-            # starts from the last commit. Redo the batch rather than race it.
-            raise OwnershipLost("the group rebalanced while the batch was decided")
+        if self.consumer.revoked_since(batch.rebalances, first_offsets(batch.records)):
+            # The prefetch's poll ran a rebalance that took a partition of this batch: it may
+            # have a new owner that starts from the last commit. Redo the batch rather than
+            # race it. (A rebalance that only added partitions, or took others, as a
+            # cooperative one does when a topic generation comes or goes, leaves it alone.)
+            raise OwnershipLost("the group revoked a partition of the batch while it was decided")
         offsets = self._publish(batch, decisions)
         timing = Timing(batch.decode_seconds, decided - started, time.perf_counter() - decided)
         self._reporter.committed(batch, decisions, timing, offsets)

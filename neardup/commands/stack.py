@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,13 +61,33 @@ def run_up(args: argparse.Namespace) -> int:
     except StackError as exc:
         print(f"neardup up: {exc}", file=sys.stderr)
         return 1
-    with stack:
+    with stack, _rolling(stack.bootstrap):
         print(f"export NEARDUP_KAFKA_BOOTSTRAP={stack.bootstrap}")
         print(f"export NEARDUP_REDIS_URL={stack.redis_url}")
+        # The broker never frees a record: pages and decisions roll as generations (README).
+        print("export NEARDUP_TOPIC_GENERATIONS=on")
         print(f"# logs in {args.state_dir.resolve()}; Ctrl-C stops both servers", flush=True)
         stop.wait()
     print("# stopped", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _rolling(bootstrap: str) -> Iterator[None]:
+    """Roll the stack's topic generations (the settings of this environment: topic names,
+    NEARDUP_PARTITIONS, NEARDUP_GENERATION_RECORDS) while the stack runs."""
+    from dedup_worker.adapters.kafka import RollerThread
+    from dedup_worker.worker.config import load_config
+    from neardup.crawl_run import generation_roller
+
+    env = {**os.environ, "NEARDUP_KAFKA_BOOTSTRAP": bootstrap, "NEARDUP_TOPIC_GENERATIONS": "on"}
+    config = load_config([], env)
+    roller = RollerThread(generation_roller(config, config.partitions))
+    roller.start()
+    try:
+        yield
+    finally:
+        roller.stop()
 
 
 def run_decisions(args: argparse.Namespace) -> int:
@@ -82,6 +104,8 @@ def run_decisions(args: argparse.Namespace) -> int:
     try:
         security = KafkaSecurity.from_settings(environment())
         kafka = KafkaSettings(args.bootstrap, "neardup-decisions", security)
+        if os.environ.get("NEARDUP_TOPIC_GENERATIONS", "").lower() in ("1", "true", "yes", "on"):
+            kafka = kafka.rolling_topics(args.topic)  # the stack's topics roll (neardup up)
         check_access(kafka)
         reader = TopicReader(kafka, args.topic)
     except NeardupError as exc:

@@ -6,6 +6,7 @@
   failed TLS handshake into a ``ConfigError`` naming the settings;
 - :mod:`.errors`: librdkafka errors translated into the project's exceptions;
 - :mod:`.topics`: ``TopicAdmin`` and ``ensure_topics``;
+- :mod:`.generations`: rolling topic generations (the embedded broker's bounded fetches);
 - :mod:`.consumer` and :mod:`.producer`: the worker's group consumer and transactional
   decisions producer;
 - :mod:`.publisher`: the crawler's bounded page publisher, and ``Sender``/``produce_all``;
@@ -26,6 +27,7 @@ from dedup_worker.adapters.kafka.errors import (
     translate,
     translate_error,
 )
+from dedup_worker.adapters.kafka.generations import generation_name, generations_of
 from dedup_worker.adapters.kafka.producer import DecisionProducer, TransactionMode, fence
 from dedup_worker.adapters.kafka.publisher import (
     DeliveryCallback,
@@ -37,11 +39,11 @@ from dedup_worker.adapters.kafka.reader import (
     DecisionFeed,
     PartitionOffsets,
     ReaderThread,
-    Start,
     TopicReader,
     committed_offsets,
     decode_record,
 )
+from dedup_worker.adapters.kafka.reader_generations import Start
 from dedup_worker.adapters.kafka.records import (
     Offsets,
     Partition,
@@ -51,6 +53,7 @@ from dedup_worker.adapters.kafka.records import (
     offsets_text,
     topic_partitions,
 )
+from dedup_worker.adapters.kafka.roller import GenerationRoller, RollerThread, RollStep
 from dedup_worker.adapters.kafka.settings import (
     GROUP_TIMEOUTS,
     PARTITIONER,
@@ -71,6 +74,7 @@ __all__ = [
     "DecisionFeed",
     "DecisionProducer",
     "DeliveryCallback",
+    "GenerationRoller",
     "GroupMetadata",
     "KafkaSecurity",
     "KafkaSettings",
@@ -84,6 +88,8 @@ __all__ = [
     "ReaderThread",
     "RebalanceListener",
     "Record",
+    "RollStep",
+    "RollerThread",
     "Sender",
     "Start",
     "TopicAdmin",
@@ -95,6 +101,8 @@ __all__ = [
     "ensure_topics",
     "fence",
     "first_offsets",
+    "generation_name",
+    "generations_of",
     "kafka_errors",
     "next_offsets",
     "offsets_text",

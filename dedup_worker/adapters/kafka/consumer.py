@@ -8,11 +8,15 @@ which is what lets one worker process reach its 10k pages/s target (see the READ
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.group_generations import (
+    ROLLING_GROUP_TIMEOUTS,
+    GroupGenerations,
+)
 from dedup_worker.adapters.kafka.records import (
     Offsets,
     Partition,
@@ -54,7 +58,16 @@ class PageConsumer:
         #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
         #: a batch's partitions may have moved between its poll and its commit.
         self.rebalances = 0
+        #: The value of ``rebalances`` at each partition's last revocation.
+        self._revoked_at: dict[Partition, int] = {}
         fetch_max = max(52_428_800, max_message_bytes)
+        #: A rolling topic (``generations.py``): the subscription follows its live generations,
+        #: and cooperative rebalances add or drop one without revoking the others.
+        self._generations = (
+            GroupGenerations(settings, topic, group_id) if topic in settings.rolling else None
+        )
+        rolling = {"partition.assignment.strategy": "cooperative-sticky", **ROLLING_GROUP_TIMEOUTS}
+        self._subscribed = [topic] if self._generations is None else self._generations.wanted()
         self._consumer = Consumer(
             settings.client_config(
                 {
@@ -70,21 +83,57 @@ class PageConsumer:
                     # wait is over, so this bounds what an idle fetch adds to a page's latency.
                     "fetch.wait.max.ms": fetch_wait_ms,
                     **GROUP_TIMEOUTS,
+                    **(rolling if self._generations is not None else {}),
                 }
             )
         )
+        self._subscribe()
+
+    def _subscribe(self) -> None:
         with kafka_errors("subscribing to pages"):
             self._consumer.subscribe(
-                [self.topic], on_assign=self._assigned, on_revoke=self._revoked
+                list(self._subscribed), on_assign=self._assigned, on_revoke=self._revoked
             )
+
+    def _follow_generations(self) -> None:
+        """Rolling topic: subscribe to the live generations if the last look changed them."""
+        if self._generations is None:
+            return
+        wanted = self._generations.wanted()
+        if wanted != self._subscribed:
+            logger.info("following generations %s (was %s)", wanted, self._subscribed)
+            self._subscribed = wanted
+            self._subscribe()
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        if self._generations is not None:
+            assigned = [(tp.topic, tp.partition) for tp in partitions]
+            with kafka_errors("assigning generations"):
+                self._generations.hold(assigned)  # before any fetch: the roller keeps them
+                # At absolute offsets, never a "beginning" lookup (group_generations.py).
+                offsets = self._generations.start_offsets(assigned)
+                consumer.incremental_assign(
+                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                )
         self._on_rebalance("assigned", sorted((p.topic, p.partition) for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        if self._generations is not None:
+            # Stop fetching first (the wrapper would unassign after this callback), then
+            # release: the roller may delete a generation once every partition is released.
+            with kafka_errors("unassigning revoked generations"):
+                consumer.incremental_unassign(partitions)
+            self._generations.release([(tp.topic, tp.partition) for tp in partitions])
+        for tp in partitions:
+            self._revoked_at[(tp.topic, tp.partition)] = self.rebalances
         self._on_rebalance("revoked", sorted((p.topic, p.partition) for p in partitions))
+
+    def revoked_since(self, rebalances: int, partitions: Iterable[Partition]) -> bool:
+        """True if a rebalance callback after the first ``rebalances`` revoked one of
+        ``partitions`` (a batch's partitions: its records may go to their next owner)."""
+        return any(self._revoked_at.get(tp, 0) > rebalances for tp in partitions)
 
     def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:
         """Up to ``max_records`` of the records already fetched; when there are none, waits up
@@ -94,6 +143,7 @@ class PageConsumer:
         batch size follow the load: pages that arrive while a batch is being decided make up
         the next one, so a page waits about one batch, never a fixed linger on top.
         """
+        self._follow_generations()
         with kafka_errors("polling pages"):
             first = self._consumer.poll(max_wait_ms / 1000)
             if first is None:
@@ -163,7 +213,9 @@ class PageConsumer:
     def close(self) -> None:
         """Leave the group (its partitions move at once) without committing anything more."""
         with kafka_errors("closing the pages consumer"):
-            self._consumer.close()
+            self._consumer.close()  # the revoke callback releases what it held
+        if self._generations is not None:
+            self._generations.stop()
 
 
 def _log_change(change: str, partitions: list[Partition]) -> None:

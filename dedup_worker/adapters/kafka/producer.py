@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from dedup_worker.adapters.kafka.consumer import GroupMetadata
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.generations import Router
 from dedup_worker.adapters.kafka.records import Offsets, topic_partitions
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
 from dedup_worker.errors import BackendUnavailable, NeardupError
@@ -52,6 +53,8 @@ class DecisionProducer:
         self.transactional = mode != "off"
         self._delivery_error: KafkaError | None = None
         self._producer = self._connect()
+        #: Rolling topics are written to their newest generation as of the batch's begin().
+        self._router = Router(settings, self._producer)
         self._in_transaction = False
         self._replace_pending = False  # an abort could not replace the producer yet
 
@@ -100,12 +103,13 @@ class DecisionProducer:
         """Fetch the topics' metadata now, so the first batch does not wait for it."""
         with kafka_errors("reading topic metadata"):
             for topic in topics:
-                self._producer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+                self._producer.list_topics(self._router.topic(topic), timeout=REQUEST_TIMEOUT_S)
 
     def begin(self) -> None:
         self._delivery_error = None
         if self._replace_pending:
             self._replace()  # BackendUnavailable while the broker is still away: retried later
+        self._router.refresh_if_due()
         if self.transactional:
             with kafka_errors("beginning a transaction"):
                 self._producer.begin_transaction()
@@ -113,6 +117,7 @@ class DecisionProducer:
 
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
         """Queue one record; waits (serving delivery reports) while the local queue is full."""
+        topic = self._router.topic(topic)
         while True:
             try:
                 self._producer.produce(topic, value, key)
@@ -207,6 +212,7 @@ class DecisionProducer:
         self._replace_pending = True
         self._producer.flush(1)
         self._producer = self._transactional_producer()
+        self._router = Router(self._settings, self._producer)
         self._replace_pending = False
 
     def close(self) -> None:

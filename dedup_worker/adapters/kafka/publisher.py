@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate, translate_error
+from dedup_worker.adapters.kafka.generations import Router
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
 from dedup_worker.errors import BackendUnavailable, NeardupError
 
@@ -45,9 +46,13 @@ class PagePublisher:
         topic: str,
         max_inflight_bytes: int,
         call_from_thread: CallFromThread,
+        router: Router | None = None,
     ) -> None:
         self._producer = producer
         self.topic = topic
+        #: Where ``topic`` is written now (its newest generation if it rolls); refreshed by
+        #: the reports thread, so the owner's thread never waits for metadata.
+        self._router = router
         self.max_inflight_bytes = max_inflight_bytes
         self._call_from_thread = call_from_thread
         self.inflight_bytes = 0
@@ -81,9 +86,10 @@ class PagePublisher:
                 }
             )
         )
+        router = Router(settings, producer)
         with kafka_errors(f"reading the metadata of {topic}"):
-            producer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
-        return cls(producer, topic, max_inflight_bytes, call_from_thread)
+            producer.list_topics(router.topic(topic), timeout=REQUEST_TIMEOUT_S)
+        return cls(producer, topic, max_inflight_bytes, call_from_thread, router)
 
     def _fits(self, size: int) -> bool:
         # An oversized page still goes alone, or it could never be sent.
@@ -107,7 +113,7 @@ class PagePublisher:
             failure = None if error is None else translate_error(error, f"delivering to {topic}")
             self._call_from_thread(self._done, size, failure, on_delivery)
 
-        topic = self.topic
+        topic = self._router.topic(self.topic) if self._router is not None else self.topic
         while True:
             try:
                 self._producer.produce(topic, value, key, on_delivery=delivered)
@@ -159,6 +165,8 @@ class PagePublisher:
     def _serve_reports(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(_POLL_S)
+            if self._router is not None:
+                self._router.refresh_if_due()
 
     def flush(self, timeout: float) -> None:
         """Blocking: wait for every queued message to be acknowledged; BackendUnavailable if
@@ -192,12 +200,16 @@ class Sender:
         config = {"linger.ms": linger_ms, "message.max.bytes": max(1000, max_message_bytes)}
         with kafka_errors("configuring a Kafka producer"):
             self._producer = Producer(settings.producer_config(config))
+        self._router = Router(settings, self._producer)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self._failures.append(translate_error(error, f"delivering to {message.topic()}"))
 
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Queue one record (to the newest generation of a rolling ``topic``)."""
+        self._router.refresh_if_due()
+        topic = self._router.topic(topic)
         while True:
             try:
                 with kafka_errors(f"producing to {topic}"):

@@ -16,23 +16,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Literal
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
-from dedup_worker.adapters.kafka.records import Record, record_of
+from dedup_worker.adapters.kafka.generations import READER_PREFIX
+from dedup_worker.adapters.kafka.reader_generations import GenerationFollower, Start
+from dedup_worker.adapters.kafka.records import Partition, Record, record_of
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
+from dedup_worker.adapters.kafka.topics import TopicAdmin
 from dedup_worker.contract.messages import Decision, decode_decision
-from dedup_worker.errors import BackendUnavailable, ContractError
+from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
 
 logger = logging.getLogger(__name__)
 
 #: Offset per partition of the one topic a reader reads.
 PartitionOffsets = dict[int, int]
-#: Where a reader starts: the oldest record, the end of the topic as it is now, or given
-#: offsets (partitions not named start at the end).
-Start = Literal["beginning", "end"] | Mapping[int, int]
 
 _TOPIC_WAIT_S = 30.0
 
@@ -40,7 +39,10 @@ _TOPIC_WAIT_S = 30.0
 class TopicReader:
     """Reads every partition of ``topic`` from chosen positions; records come in order per
     partition. ``isolation``: ``read_committed`` (the default) or ``read_uncommitted``.
-    One thread at a time (see :class:`ReaderThread`)."""
+    One thread at a time (see :class:`ReaderThread`).
+
+    A rolling topic (``KafkaSettings.rolling``) is read generation by generation, from the
+    current one on (``reader_generations.py``)."""
 
     def __init__(
         self,
@@ -52,12 +54,14 @@ class TopicReader:
         max_message_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.topic = topic
+        self.group_id = f"{READER_PREFIX}{uuid.uuid4().hex}"
+        self.rolling = topic in settings.rolling
         fetch_max = max(52_428_800, max_message_bytes)
         self._consumer = Consumer(
             settings.client_config(
                 {
                     # librdkafka wants a group id even for assign(); nothing joins or commits.
-                    "group.id": f"neardup-reader-{uuid.uuid4().hex}",
+                    "group.id": self.group_id,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "isolation.level": isolation,
@@ -69,10 +73,19 @@ class TopicReader:
         )
         self.partitions: list[int] = []
         self.start_offsets: PartitionOffsets = {}
+        self._generations = (
+            GenerationFollower(topic, self._consumer, TopicAdmin(settings), self.group_id)
+            if self.rolling
+            else None
+        )
 
     def start(self, start: Start = "end", wait_s: float = _TOPIC_WAIT_S) -> PartitionOffsets:
         """Assign every partition at its start position; returns those positions. Waits up to
         ``wait_s`` for the topic to exist (its creator may be starting too)."""
+        if self._generations is not None:
+            self.start_offsets = self._generations.start(start, wait_s)
+            self.partitions = sorted(self.start_offsets)
+            return dict(self.start_offsets)
         self.partitions = self._wait_for_partitions(wait_s)
         bounds = {p: self._watermarks(p) for p in self.partitions}
         if start == "beginning":
@@ -100,15 +113,18 @@ class TopicReader:
                 )
             time.sleep(0.2)
 
-    def _watermarks(self, partition: int) -> tuple[int, int]:
-        with kafka_errors(f"reading the offsets of {self.topic}[{partition}]"):
+    def _watermarks(self, partition: int, topic: str | None = None) -> tuple[int, int]:
+        topic = topic or self.topic
+        with kafka_errors(f"reading the offsets of {topic}[{partition}]"):
             low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=REQUEST_TIMEOUT_S, cached=False
+                TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S, cached=False
             )
         return low, high
 
     def poll(self, timeout_s: float, max_records: int = 1000) -> list[Record]:
         """The records there are, as soon as there is one (up to ``timeout_s`` for the first)."""
+        if self._generations is not None:
+            self._generations.follow()
         with kafka_errors(f"reading {self.topic}"):
             first = self._consumer.poll(timeout_s)
             if first is None:
@@ -127,8 +143,32 @@ class TopicReader:
         return True
 
     def end_offsets(self) -> PartitionOffsets:
-        """The end of each partition now (the offset the next record will get)."""
-        return {p: self._watermarks(p)[1] for p in self.partitions}
+        """The end of each partition now (the offset the next record will get); of the
+        newest generation read, for a rolling topic (:meth:`ends` covers them all)."""
+        newest = self._generations.newest() if self._generations is not None else None
+        topic = newest or self.topic
+        return {p: self._watermarks(p, topic)[1] for p in self.assigned().get(topic, [])}
+
+    def assigned(self) -> dict[str, list[int]]:
+        """The partitions read now, per topic (the topic, or the generations being read)."""
+        if self._generations is not None:
+            return {t: list(ps) for t, ps in self._generations.assigned.items()}
+        return {self.topic: list(self.partitions)}
+
+    def ends(self) -> dict[Partition, int]:
+        """The end of every partition read now (every generation being read)."""
+        return {(t, p): self._watermarks(p, t)[1] for t, ps in self.assigned().items() for p in ps}
+
+    def reached(self, ends: Mapping[Partition, int]) -> bool:
+        """True once every partition of ``ends`` was read up to it (or let go: read out)."""
+        for topic, partitions in self.assigned().items():
+            if self._generations is not None:
+                positions = self._generations.positions_of(topic, partitions)
+            else:
+                positions = self.positions()
+            if any(positions[p] < ends.get((topic, p), 0) for p in partitions):
+                return False
+        return True
 
     def positions(self) -> PartitionOffsets:
         """The offset of the next record to read, per partition."""
@@ -149,6 +189,13 @@ class TopicReader:
         return all(positions.get(p, 0) >= end for p, end in ends.items())
 
     def close(self) -> None:
+        """Stop reading; a reader of generations first lets every one go (its markers would
+        keep them from deletion for the rest of the stack's life: ``neardup up``)."""
+        if self._generations is not None:
+            try:
+                self._generations.let_go_all()
+            except NeardupError as exc:
+                logger.warning("generations of %s not released: %s", self.topic, exc)
         with kafka_errors(f"closing the reader of {self.topic}"):
             self._consumer.close()
 
@@ -172,7 +219,7 @@ class ReaderThread(threading.Thread):
         self._stopping = threading.Event()
         self._drain_wanted = threading.Event()
         self._drained = threading.Event()
-        self._drain_ends: PartitionOffsets | None = None
+        self._drain_ends: dict[Partition, int] | None = None
 
     def run(self) -> None:
         try:
@@ -191,8 +238,8 @@ class ReaderThread(threading.Thread):
             self._handle(records)
         if self._drain_wanted.is_set() and not self._drained.is_set():
             if self._drain_ends is None:
-                self._drain_ends = self.reader.end_offsets()
-            if self.reader.caught_up(self._drain_ends):
+                self._drain_ends = self.reader.ends()
+            if self.reader.reached(self._drain_ends):
                 self._drained.set()
 
     def drain(self, timeout: float) -> bool:

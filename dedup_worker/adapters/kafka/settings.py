@@ -182,6 +182,9 @@ class KafkaSettings:
     bootstrap: str
     client_id: str = "neardup"
     security: KafkaSecurity = KafkaSecurity()
+    #: Topics that live as rolling generations (``generations.py``); empty: none, the topic
+    #: names are used as they are (the default, and what Apache Kafka deployments want).
+    rolling: frozenset[str] = frozenset()
 
     def client_config(
         self, extra: Mapping[str, Any] | None = None, *, quiet: bool = False
@@ -195,6 +198,11 @@ class KafkaSettings:
             "logger": _client_logger,
             "error_cb": _ignore_error if quiet else _log_client_error,
             **self.security.client_config(),
+            # Rolling generations: a metadata request for a topic must never create it. A
+            # producer re-reads the metadata of every topic it ever wrote to (every 5 min),
+            # and Tansu created every deleted generation again on that request (seen as
+            # dozens of deletions at once in soaks, each a topic the roller deleted before).
+            **({"allow.auto.create.topics": False} if self.rolling else {}),
             **(extra or {}),
         }
 
@@ -206,6 +214,10 @@ class KafkaSettings:
 
     def with_client_id(self, client_id: str) -> KafkaSettings:
         return replace(self, client_id=client_id)
+
+    def rolling_topics(self, *topics: str) -> KafkaSettings:
+        """These settings with ``topics`` rolling as generations."""
+        return replace(self, rolling=frozenset(topics))
 
     def describe(self) -> str:
         """``host:port (sasl_ssl SCRAM-SHA-512 user=crawler ca=/etc/ca.pem)``: no secrets."""

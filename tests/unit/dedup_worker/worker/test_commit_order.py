@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -97,6 +97,7 @@ class StandInConsumer:
         self.assigned = {(PAGES_TOPIC, p) for p in broker.pages}
         self.positions = {tp: 0 for tp in self.assigned}
         self.rebalances = 0
+        self.revoked_at: dict[Partition, int] = {}
         self.polls: list[list[tuple[int, int]]] = []  # (partition, offset) of each poll
         #: Called at the start of poll number n (1-based), in the polling thread.
         self.on_poll: dict[int, Callable[[], None]] = {}
@@ -128,8 +129,25 @@ class StandInConsumer:
         the committed offset (as a (re)assigned partition does); the generation moves on."""
         self.rebalances += 1
         self.broker.generation += 1
+        for tp in self.assigned:  # eager: every partition is revoked, then assigned anew
+            self.revoked_at[tp] = self.rebalances
         self.assigned = {(PAGES_TOPIC, p) for p in keep}
         self.positions = {tp: self.broker.committed.get(tp, 0) for tp in self.assigned}
+
+    def cooperative_rebalance(self, revoke: set[int], add: set[int]) -> None:
+        """A cooperative rebalance: only ``revoke`` move away, ``add`` are assigned from the
+        committed offset, the other partitions keep their positions."""
+        self.rebalances += 1
+        self.broker.generation += 1
+        for p in revoke:
+            self.revoked_at[(PAGES_TOPIC, p)] = self.rebalances
+            self.assigned.discard((PAGES_TOPIC, p))
+        for p in add:
+            self.assigned.add((PAGES_TOPIC, p))
+            self.positions[(PAGES_TOPIC, p)] = self.broker.committed.get((PAGES_TOPIC, p), 0)
+
+    def revoked_since(self, rebalances: int, partitions: Iterable[Partition]) -> bool:
+        return any(self.revoked_at.get(tp, 0) > rebalances for tp in partitions)
 
     def rewind(self, records: Sequence[Record]) -> None:
         self._enter()
@@ -342,6 +360,30 @@ def test_a_rebalance_during_the_prefetch_redoes_the_batch_rather_than_commit_ove
     assert (PAGES_TOPIC, 0) not in r.broker.committed  # the new owner starts from the start
     assert r.decided_once() == Counter(all_urls(r.broker, {1, 2}))
     assert r.worker.metrics.value("neardup_worker_backend_retries_total") == 0  # no backoff
+
+
+def test_a_cooperative_rebalance_that_revokes_none_of_the_batch_lets_it_commit() -> None:
+    """A rolling topic generation comes and a consumed one goes: the prefetch's poll runs a
+    cooperative rebalance that takes partition 2 (not in batch 1, which holds partitions 0
+    and 1) and gives nothing back of it. Batch 1 commits as it is, nothing is redone."""
+    r = rig(pages=24, partitions=3, batch=4)
+    r.consumer.assigned.discard((PAGES_TOPIC, 2))  # partition 2: consumed, about to go
+    r.consumer.on_poll[2] = lambda: r.consumer.cooperative_rebalance(revoke={2}, add=set())
+    r.run_until_done()
+    assert r.consumer.polls[0] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert r.producer.aborts == 0
+    assert r.consumer.polls.count(r.consumer.polls[0]) == 1, "batch 1 was redone"
+    assert r.decided_once() == Counter(all_urls(r.broker, {0, 1}))
+
+
+def test_a_cooperative_rebalance_that_revokes_a_partition_of_the_batch_redoes_it() -> None:
+    """The same, but the revoked partition is one the batch holds: the batch is not committed
+    over the partition's next owner; the kept partition is redone and committed once."""
+    r = rig(pages=24, partitions=2, batch=4)
+    r.consumer.on_poll[2] = lambda: r.consumer.cooperative_rebalance(revoke={0}, add=set())
+    r.run_until_done()
+    assert all((PAGES_TOPIC, 0) not in offsets for _, offsets in r.broker.commits)
+    assert r.decided_once() == Counter(all_urls(r.broker, {1}))
 
 
 def test_a_commit_refused_after_a_rebalance_redoes_the_batch() -> None:
