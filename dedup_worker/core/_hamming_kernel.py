@@ -190,6 +190,51 @@ def scan_all(
 
 
 @njit(cache=True)
+def scan_runs(
+    queries: np.ndarray,
+    positions: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    words: np.ndarray,
+    k: int,
+    key_masks: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Matches of queries against runs of stored entries (the buckets a probe read back).
+
+    Query ``positions[j]`` is compared with entries ``starts[j] .. starts[j] + lens[j]``, entry
+    ``r``'s fingerprint being ``words[2 * r]`` (16-byte records: fingerprint, id). Kept: distance
+    <= k and, when ``key_masks`` is not empty, agreement on some mask's bits. Returns (query
+    position, entry, distance) per match, in scan order.
+
+    Any byte order works as long as queries, words and masks share it: a popcount and an AND
+    with zero do not depend on the order of bytes, so big-endian records need no conversion.
+    """
+    out_q = np.empty(64, dtype=np.int64)
+    out_r = np.empty(64, dtype=np.int64)
+    out_d = np.empty(64, dtype=np.int8)
+    n = 0
+    check_keys = key_masks.size > 0
+    for j in range(positions.size):
+        p = positions[j]
+        query = queries[p]
+        first = starts[j]
+        for r in range(first, first + lens[j]):
+            diff = query ^ words[2 * r]
+            dist = popcount(diff)
+            if dist > U64(k):
+                continue
+            if check_keys and first_agreeing(diff, key_masks) == key_masks.size:
+                continue
+            if n == out_q.size:
+                out_q, out_r, out_d = _grow(out_q, out_r, out_d)
+            out_q[n] = p
+            out_r[n] = r
+            out_d[n] = np.int8(dist)
+            n += 1
+    return out_q[:n], out_r[:n], out_d[:n]
+
+
+@njit(cache=True)
 def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Merge two sorted uint64 arrays (branch-free inner loop: random keys defeat prediction)."""
     out = np.empty(a.size + b.size, dtype=np.uint64)

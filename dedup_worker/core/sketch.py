@@ -197,7 +197,7 @@ def estimate(sketch_a: bytes, sketch_b: bytes) -> float:
         return 1.0 if sketch_count(sketch_a) == sketch_count(sketch_b) else 0.0
     diff = int.from_bytes(sketch_a[HEADER:], "little") ^ int.from_bytes(sketch_b[HEADER:], "little")
     differing = _differing_bins(diff, bits, len(sketch_a) - HEADER)
-    return float(_corrected(np.float64(bins - differing), bins, bits))
+    return _corrected_one(bins - differing, bins, bits)
 
 
 def _differing_bins(diff: int, bits: int, payload: int) -> int:
@@ -214,6 +214,13 @@ def _lane_mask(bits: int, payload: int) -> int:
     """The lowest bit of every b-bit lane of a payload of ``payload`` bytes."""
     pattern = {1: b"\xff", 2: b"\x55", 4: b"\x11", 8: b"\x01", 16: b"\x01\x00"}[bits]
     return int.from_bytes(pattern * (payload // len(pattern)), "little")
+
+
+def _corrected_one(same: int, bins: int, bits: int) -> float:
+    """``_corrected`` for one pair in Python floats (the same IEEE doubles and operations):
+    numpy's per-call overhead on a scalar was most of the worker's verification time."""
+    chance = 2.0**-bits
+    return min(max((same / bins - chance) / (1.0 - chance), 0.0), 1.0)
 
 
 def _corrected(same: npt.ArrayLike, bins: int, bits: int) -> F64Array:

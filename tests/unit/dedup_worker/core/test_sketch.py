@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dedup_worker.core import sketch
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
@@ -271,3 +272,13 @@ def test_standard_error_matches_the_estimator() -> None:
     errors = [estimate(sketches[0], s) - j for s, j in zip(sketches[1:], truth, strict=True)]
     expected = config.standard_error(float(np.mean(truth)))
     assert 0.7 * expected < float(np.std(errors)) < 1.3 * expected
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16])
+def test_scalar_correction_is_the_array_one_bit_for_bit(bits: int) -> None:
+    """``estimate`` corrects one pair in Python floats; it must equal the numpy rule exactly
+    (the evaluation's batch estimates and the worker's verdicts would otherwise disagree)."""
+    for bins in (64, 256, 1024, 2048):
+        same = np.arange(bins + 1)
+        expected = sketch._corrected(same, bins, bits).tolist()
+        assert [sketch._corrected_one(int(s), bins, bits) for s in same] == expected
