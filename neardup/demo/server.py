@@ -37,6 +37,8 @@ class Hit:
     host: str
     path: str
     status: int
+    peer: str = ""  # the client's address and port: which connection asked
+    user_agent: str = ""
 
 
 class SiteServer:
@@ -122,7 +124,9 @@ def _handler(server: SiteServer, host: str) -> Any:
 
         def do_GET(self) -> None:
             status, headers, body = server.respond(host, self.path)
-            server.record(Hit(host, self.path, status))
+            peer = "%s:%s" % self.client_address[:2]
+            agent = self.headers.get("User-Agent", "")
+            server.record(Hit(host, self.path, status, peer, agent))
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)

@@ -18,6 +18,24 @@ pytestmark = pytest.mark.integration
 FAST = {"AUTOTHROTTLE_START_DELAY": "0.05", "NEARDUP_DECISION_TIMEOUT": "60"}
 
 
+def _traced(name: str) -> dict[str, str]:
+    return {"USER_AGENT": f"neardup-test ({name})", "LOG_LEVEL": "DEBUG"}
+
+
+def _who_fetched(server: SiteServer, urls: list[str], logs: list[str]) -> str:
+    """What a failure needs to say: each request for the URLs (which connection, which
+    process) and what the crawlers' logs say of them (retries are logged at DEBUG)."""
+    hits = [h for h in server.log if server.url(h.host, h.path) in urls]
+    paths = {h.path for h in hits}
+    lines = [
+        f"{name}: {line}"
+        for name, log in zip(("crawler-1", "crawler-2"), logs, strict=True)
+        for line in log.splitlines()
+        if any(p in line for p in paths) or "retry" in line.lower()
+    ]
+    return "\n".join([f"fetched twice: {urls}", *map(str, hits), *lines])
+
+
 def test_two_crawlers_share_a_crawl_and_skip_near_duplicates(
     site_server: SiteServer, crawl_env: Env
 ) -> None:
@@ -25,8 +43,14 @@ def test_two_crawlers_share_a_crawl_and_skip_near_duplicates(
     (crawl_env.workdir / "manifest.json").write_text(json.dumps(truth, indent=1))
     domains = "allowed_domains=" + ",".join(["127.0.0.2", "127.0.0.3", "127.0.0.4"])
     crawl_env.worker()
-    first = crawl_env.crawler("crawler-1", truth["seeds"]["main"], domains, **FAST)
-    second = crawl_env.crawler("crawler-2", truth["seeds"]["other"], domains, **FAST)
+    # Each process names itself to the site, and logs every request (DEBUG): a failure below
+    # can then say who fetched what.
+    first = crawl_env.crawler(
+        "crawler-1", truth["seeds"]["main"], domains, **FAST, **_traced("crawler-1")
+    )
+    second = crawl_env.crawler(
+        "crawler-2", truth["seeds"]["other"], domains, **FAST, **_traced("crawler-2")
+    )
     wait_all(crawl_env, [first, second], timeout=90)
 
     fetched = Counter(site_server.fetched())
@@ -36,7 +60,8 @@ def test_two_crawlers_share_a_crawl_and_skip_near_duplicates(
     logs = [crawl_env.log(name, 10**6) for name in ("crawler-1", "crawler-2")]
 
     # No URL was fetched twice, by one process or across the two.
-    assert [url for url, n in fetched.items() if n > 1] == []
+    twice = [url for url, n in fetched.items() if n > 1]
+    assert twice == [], _who_fetched(site_server, twice, logs)
     # Every planted near-duplicate was fetched and reported against its original.
     for dup in truth["duplicates"]:
         decision = decisions.get(dup["url"])
