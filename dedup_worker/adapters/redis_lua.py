@@ -68,15 +68,17 @@ end
 
 local lens, inserted = {}, 0
 for e = 1, #recs / 16 do
-  local rec = string.sub(recs, 16 * e - 15, 16 * e)
   local hi, lo = string.byte(idx, 2 * e - 1, 2 * e)
   local j = hi * 256 + lo + 1
   local s = data[j]
-  lens[e] = struct.pack('>I4', #s)
-  if mode ~= 'q' and not present(s, rec) then
-    data[j] = s .. rec
-    dirty[j] = true
-    inserted = inserted + 1
+  lens[e] = #s
+  if mode ~= 'q' then
+    local rec = string.sub(recs, 16 * e - 15, 16 * e)
+    if #s == 0 or not present(s, rec) then
+      data[j] = s .. rec
+      dirty[j] = true
+      inserted = inserted + 1
+    end
   end
 end
 
@@ -105,11 +107,19 @@ end
 if mode == 'i' then
   return {inserted}
 end
+local function packed(values)  -- 4-byte big-endian integers, packed in slices of 1000
+  local parts = {}
+  for lo = 1, #values, 1000 do
+    local hi = math.min(#values, lo + 999)
+    parts[#parts + 1] = struct.pack(string.rep('>I4', hi - lo + 1), unpack(values, lo, hi))
+  end
+  return table.concat(parts)
+end
 local sizes = {}
 for j = 1, m do
-  sizes[j] = struct.pack('>I4', #data[j])
+  sizes[j] = #data[j]
 end
-return {inserted, table.concat(lens), table.concat(sizes), table.concat(data)}
+return {inserted, packed(lens), packed(sizes), table.concat(data)}
 """
 
 #: Remove records of one shard.

@@ -198,3 +198,24 @@ def test_wrong_type_at_a_key_is_a_backend_error(shared_redis_client: redis.Redis
 def test_decoding_client_is_refused(redis_server: RedisServer) -> None:
     with pytest.raises(ConfigError, match="decode_responses"):
         RedisIndex(redis_server.client(decode_responses=True), DESIGN, "vtest")
+
+
+def test_one_call_of_thousands_of_entries_reports_every_pair(
+    request: pytest.FixtureRequest,
+) -> None:
+    """One shard per table: each table's script call takes the whole batch of 3,300 entries,
+    more than the 1,000 the script packs its replies by, so every slice boundary is crossed."""
+    rng = np.random.default_rng(5)
+    fps, ids = planted(rng, families=300, members=6, singles=1500, k=3)
+    index = RedisIndex(
+        _worker_client(request, "redis"), DESIGN, "v1", namespace=new_namespace(), shard_bits=0
+    )
+    found = index.probe_insert(fps, ids)
+    dist = np.bitwise_count(fps[:, None] ^ fps[None, :])
+    earlier = np.tril(dist <= DESIGN.k, -1)  # entry q sees the entries before it in the batch
+    q, j = np.nonzero(earlier)
+    expected = set(
+        zip(q.tolist(), ids[j].tolist(), fps[j].tolist(), dist[q, j].tolist(), strict=True)
+    )
+    assert len(fps) > 3000 and len(expected) > 1000
+    assert rows(found) == expected
