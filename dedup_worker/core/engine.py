@@ -28,6 +28,7 @@ import numpy as np
 
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.core.index_api import HammingIndex, Matches
+from dedup_worker.core.record_cache import RecordCache
 from dedup_worker.core.records import PENDING, SUPPRESSED, DocRecord, DocStore, page_id
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming, to_hex
 from dedup_worker.core.sketch import (
@@ -127,9 +128,13 @@ class DedupEngine:
         docs: DocStore,
         settings: EngineSettings | None = None,
         clock: Callable[[], float] = time.time,
+        record_cache: int = 0,
     ) -> None:
+        """``record_cache``: how many candidate records to keep in process
+        (:mod:`~dedup_worker.core.record_cache`; 0 reads every one from ``docs``)."""
         self.index = index
         self.docs = docs
+        self.records = RecordCache(record_cache)
         self.settings = settings or EngineSettings()
         self.fingerprinter = Fingerprinter(self.settings.features)
         sketch = self.settings.sketch
@@ -172,7 +177,7 @@ class DedupEngine:
         self._revisits(items)
         records = self._claim(items)
         self._probe(items)
-        known = self.docs.get({m for item in items for m, _ in item.matches})
+        known = self.records.get_many({m for item in items for m, _ in item.matches}, self.docs.get)
         known.update(records)
         outcomes = {item.id: self._decide(item, known) for item in items}
         corrections = self._corrections(items, known)

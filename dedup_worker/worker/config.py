@@ -85,6 +85,7 @@ class WorkerConfig:
     max_bytes_per_fingerprint: float = 0.0  # 0 = no bound for the planner
     index_namespace: str = "neardup"
     ttl_seconds: int = 0  # 0 = fingerprints never expire
+    record_cache: int = 100_000  # candidate records kept in process (~700 B each); off with a TTL
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     max_message_bytes: int = 128 * 1024 * 1024
     backoff_max_ms: int = 30_000
@@ -378,6 +379,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("max_bytes_per_fingerprint", _number(0, 1e6), "planner memory bound (0 = none)"),
     _Option("index_namespace", _name, "Redis key namespace of the index and page records"),
     _Option("ttl_seconds", _integer(0, 1 << 31), "fingerprint lifetime in Redis (0 = forever)"),
+    _Option(
+        "record_cache",
+        _integer(0, 1 << 31),
+        "candidate page records kept in process, ~700 B each (0 = none; off when records "
+        "expire, with NEARDUP_TTL_SECONDS)",
+    ),
     _Option("max_text_bytes", _integer(1, 1 << 31), "larger page texts go to the DLQ"),
     _Option("max_message_bytes", _integer(_MIB, 1 << 31), "largest message the worker sends"),
     _Option("backoff_max_ms", _integer(10, 3_600_000), "cap of the retry backoff"),

@@ -142,7 +142,9 @@ def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:
     """The engine over the configured backend, with the planner's table design."""
     settings = engine_settings(config)
     index, docs = build_backends(config, settings.version_tag)
-    engine = DedupEngine(InstrumentedIndex(index, metrics), docs, settings)
+    # Cached records could outlive their expiry in Redis: no cache when records expire.
+    cached = 0 if config.ttl_seconds else config.record_cache
+    engine = DedupEngine(InstrumentedIndex(index, metrics), docs, settings, record_cache=cached)
     # Load the compiled kernels now rather than in the first batch (~1 s on a busy machine).
     engine.fingerprinter.fingerprint_many([Document("warm up the kernels", "title")])
     return engine

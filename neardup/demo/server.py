@@ -124,7 +124,8 @@ def _handler(server: SiteServer, host: str) -> Any:
 
         def do_GET(self) -> None:
             status, headers, body = server.respond(host, self.path)
-            peer = "%s:%s" % self.client_address[:2]
+            host_port = self.client_address[:2]
+            peer = f"{host_port[0]}:{host_port[1]}"
             agent = self.headers.get("User-Agent", "")
             server.record(Hit(host, self.path, status, peer, agent))
             self.send_response(status)
