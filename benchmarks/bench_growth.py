@@ -1,0 +1,150 @@
+"""How the worker's engine slows down as its index grows: store steps per window of pages.
+
+Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
+
+    python benchmarks/bench_growth.py [--pages 300000] [--window 50000] [--record-cache N]
+                                      [--corpus corpus.jsonl]
+
+It starts its own redis-server on a loopback port, builds the engine exactly as the worker
+does (``build_engine`` with the worker's default configuration, ``--record-cache`` overriding
+``NEARDUP_RECORD_CACHE``), and feeds it batches of 1,000 pages: by default the soak benchmark's
+pages (halves of 2,000 synthetic 900-word documents recombined, ``bench_soak.Pages``), or the
+texts of ``--corpus``, recombined the same way. No Kafka: this is the engine alone, as the
+worker's main thread runs it.
+
+Per window it prints the engine's time per page (``decide``: everything after fingerprinting),
+the index entries the probes read back per page (over all tables), the candidates per page
+(entries within the search radius, each verified), each store step's time per page, and the
+record cache's hits and misses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_soak import Pages
+from bench_worker import real_texts
+
+from dedup_worker.contract.messages import Page, decode_page
+from dedup_worker.core.engine import DedupEngine
+from dedup_worker.worker.config import load_config
+from dedup_worker.worker.main import build_engine
+from dedup_worker.worker.metrics import WorkerMetrics
+from neardup.stack import RedisServer
+
+BATCH = 1000
+
+
+def _timed(owner: Any, name: str, times: collections.defaultdict[str, float]) -> None:
+    """Wrap ``owner.name`` so that its wall time adds up in ``times[name]``."""
+    call: Callable[..., Any] = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            times[name] += time.perf_counter() - start
+
+    setattr(owner, name, wrapper)
+
+
+def _count_entries(engine: DedupEngine, entries: list[int]) -> None:
+    """Count the entries each probe reads back (the lengths the index script replies)."""
+    index = engine.index._index  # type: ignore[attr-defined]  # InstrumentedIndex's inner index
+    table_matches = index._table_matches
+
+    def counting(plan: Any, replies: list[Any], fps: Any) -> Any:
+        lens = np.frombuffer(b"".join(reply[1] for reply in replies), dtype=">u4")
+        entries[0] += int(lens.sum()) // 16
+        return table_matches(plan, replies, fps)
+
+    index._table_matches = counting
+
+
+def _pages(args: argparse.Namespace) -> Callable[[int], Page]:
+    if args.corpus is None:
+        pages = Pages()
+        body = pages.body
+    else:
+        texts = real_texts(args.corpus)
+        halves = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in texts]
+
+        def body(i: int) -> bytes:
+            n = len(halves)
+            host = f"host{i % 500}.example"
+            fields = {
+                "schema": "neardup.page/1",
+                "url": f"https://{host}/p{i}",
+                "host": host,
+                "fetched_at": 0.0,
+                "status": 200,
+                "text": halves[i % n][0] + " " + halves[(i * 7 + i // n) % n][1],
+                "depth": 1,
+            }
+            stamped = json.dumps(fields).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%')
+            return stamped.encode()
+
+    def page(i: int) -> Page:
+        return decode_page(body(i).replace(b"%FETCHED%", str(1.7e9 + i / 1000).encode()))
+
+    return page
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=int, default=300_000)
+    parser.add_argument("--window", type=int, default=50_000)
+    parser.add_argument("--record-cache", type=int, help="NEARDUP_RECORD_CACHE (default: its own)")
+    parser.add_argument("--corpus", type=Path, help="JSONL corpus of {'text': ...} lines")
+    args = parser.parse_args()
+    page = _pages(args)
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)).start() as server:
+        env = {"NEARDUP_REDIS_URL": server.url}
+        if args.record_cache is not None:
+            env["NEARDUP_RECORD_CACHE"] = str(args.record_cache)
+        engine = build_engine(load_config([], env), WorkerMetrics())
+        times: collections.defaultdict[str, float] = collections.defaultdict(float)
+        for name in ("latest", "claim", "get", "finalize", "correct"):
+            _timed(engine.docs, name, times)
+        _timed(engine.index, "probe_insert", times)
+        entries = [0]
+        _count_entries(engine, entries)
+        decide = 0.0
+        candidates = 0
+        print(f"{'pages':>9} {'decide us':>10} {'entries':>8} {'cand.':>6}  store steps, us a page")
+        for lo in range(0, args.pages, BATCH):
+            prepared = engine.prepare([page(i) for i in range(lo, lo + BATCH)])
+            start = time.perf_counter()
+            decisions = engine.decide(prepared)
+            decide += time.perf_counter() - start
+            candidates += sum(
+                d.evidence.get("candidates") or 0 for d in decisions if not d.corrects
+            )
+            if (lo + BATCH) % args.window == 0:
+                w = args.window
+                steps = " ".join(f"{k} {v / w * 1e6:.1f}" for k, v in sorted(times.items()))
+                cache = engine.records
+                print(
+                    f"{lo + BATCH:>9,} {decide / w * 1e6:>10.1f} {entries[0] / w:>8.0f} "
+                    f"{candidates / w:>6.2f}  {steps}; record cache {len(cache):,} held, "
+                    f"{cache.hits:,} hits, {cache.misses:,} misses",
+                    flush=True,
+                )
+                times.clear()
+                decide, candidates, entries[0] = 0.0, 0, 0
+                cache.hits = cache.misses = 0
+        used = server.client().info("memory")["used_memory"]
+        print(f"redis used_memory {used / 2**20:.0f} MiB ({used / args.pages:.0f} B a page)")
+
+
+if __name__ == "__main__":
+    main()
