@@ -6,7 +6,7 @@ Run from the repository root (with the package installed, e.g. ``pip install -e 
                                       [--corpus corpus.jsonl]
 
 It starts its own redis-server on a loopback port, builds the engine exactly as the worker
-does (``build_engine`` with the worker's default configuration, ``--record-cache`` overriding
+does (the worker's default configuration and backends, ``--record-cache`` overriding
 ``NEARDUP_RECORD_CACHE``), and feeds it batches of 1,000 pages: by default the soak benchmark's
 pages (halves of 2,000 synthetic 900-word documents recombined, ``bench_soak.Pages``), or the
 texts of ``--corpus``, recombined the same way. No Kafka: this is the engine alone, as the
@@ -29,15 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from bench_soak import Pages
 from bench_worker import real_texts
 
+from dedup_worker.adapters.redis_index import RedisIndex
 from dedup_worker.contract.messages import Page, decode_page
 from dedup_worker.core.engine import DedupEngine
 from dedup_worker.worker.config import load_config
-from dedup_worker.worker.main import build_engine
-from dedup_worker.worker.metrics import WorkerMetrics
+from dedup_worker.worker.main import build_backends, engine_settings
 from neardup.stack import RedisServer
 
 BATCH = 1000
@@ -55,19 +54,6 @@ def _timed(owner: Any, name: str, times: collections.defaultdict[str, float]) ->
             times[name] += time.perf_counter() - start
 
     setattr(owner, name, wrapper)
-
-
-def _count_entries(engine: DedupEngine, entries: list[int]) -> None:
-    """Count the entries each probe reads back (the lengths the index script replies)."""
-    index = engine.index._index  # type: ignore[attr-defined]  # InstrumentedIndex's inner index
-    table_matches = index._table_matches
-
-    def counting(plan: Any, replies: list[Any], fps: Any) -> Any:
-        lens = np.frombuffer(b"".join(reply[1] for reply in replies), dtype=">u4")
-        entries[0] += int(lens.sum()) // 16
-        return table_matches(plan, replies, fps)
-
-    index._table_matches = counting
 
 
 def _pages(args: argparse.Namespace) -> Callable[[int], Page]:
@@ -111,13 +97,15 @@ def main() -> None:
         env = {"NEARDUP_REDIS_URL": server.url}
         if args.record_cache is not None:
             env["NEARDUP_RECORD_CACHE"] = str(args.record_cache)
-        engine = build_engine(load_config([], env), WorkerMetrics())
+        config = load_config([], env)
+        settings = engine_settings(config)
+        index, docs = build_backends(config, settings.version_tag)
+        assert isinstance(index, RedisIndex)
+        engine = DedupEngine(index, docs, settings, record_cache=config.record_cache)
         times: collections.defaultdict[str, float] = collections.defaultdict(float)
         for name in ("latest", "claim", "get", "finalize", "correct"):
             _timed(engine.docs, name, times)
         _timed(engine.index, "probe_insert", times)
-        entries = [0]
-        _count_entries(engine, entries)
         decide = 0.0
         candidates = 0
         print(f"{'pages':>9} {'decide us':>10} {'entries':>8} {'cand.':>6}  store steps, us a page")
@@ -134,13 +122,13 @@ def main() -> None:
                 steps = " ".join(f"{k} {v / w * 1e6:.1f}" for k, v in sorted(times.items()))
                 cache = engine.records
                 print(
-                    f"{lo + BATCH:>9,} {decide / w * 1e6:>10.1f} {entries[0] / w:>8.0f} "
+                    f"{lo + BATCH:>9,} {decide / w * 1e6:>10.1f} {index.entries_read / w:>8.0f} "
                     f"{candidates / w:>6.2f}  {steps}; record cache {len(cache):,} held, "
                     f"{cache.hits:,} hits, {cache.misses:,} misses",
                     flush=True,
                 )
                 times.clear()
-                decide, candidates, entries[0] = 0.0, 0, 0
+                decide, candidates, index.entries_read = 0.0, 0, 0
                 cache.hits = cache.misses = 0
         used = server.client().info("memory")["used_memory"]
         print(f"redis used_memory {used / 2**20:.0f} MiB ({used / args.pages:.0f} B a page)")

@@ -84,6 +84,9 @@ class RedisIndex:
         # are this index's matches (as in memory), so the scan checks the tables' key masks.
         masks = design.key_masks if self._radius > design.k else design.key_masks[:0]
         self._scan_masks = _as_words(masks)
+        #: Index entries the probes have read back from Redis so far (every table's bucket
+        #: entries, before the distance rule): what a probe costs grows with it.
+        self.entries_read = 0
         self._client = client
         self.url = describe(client)
         wanted = rl.plan_layout(design, namespace, version_tag, expected_n, shard_bits, ttl or 0)
@@ -212,6 +215,7 @@ class RedisIndex:
         lens = _u32(b"".join(reply[1] for reply in replies)) // rl.RECORD_BYTES
         sizes = _u32(b"".join(reply[2] for reply in replies)) // rl.RECORD_BYTES
         raw = b"".join(reply[3] for reply in replies)
+        self.entries_read += int(lens.sum())
         starts = (np.cumsum(sizes) - sizes)[plan.slots]
         # One compiled pass over the buckets, on the records' big-endian bytes as they came:
         # numpy's gather / XOR / popcount passes cost more than Redis's scripts on real text,
