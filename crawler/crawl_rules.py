@@ -265,10 +265,11 @@ class CrawlRules:
         prediction = self.rules.predict(url)
         if prediction is None or self.fetched.keeper_of(prediction.counterpart) is None:
             return None  # no rule, or its counterpart was not fetched (yet)
-        if self.rules.explore(prediction):
-            if url not in self._explored:
-                self._explored.add(url)
-                self.stats.inc_value("dedup/rules/explored")
+        if url in self._explored:
+            return None
+        if url not in self._skipped and self.rules.explore(prediction):  # asked once per URL
+            self._explored.add(url)
+            self.stats.inc_value("dedup/rules/explored")
             return None
         if url not in self._skipped:
             self._skipped.add(url)

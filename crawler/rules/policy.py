@@ -27,7 +27,9 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   any-value parameter rule seen with one or two values (``page=1`` is the plain listing) says
   nothing about the others.
 - exploration: 5% of an active rule's predictions are still fetched as checks (MaybeDont's
-  figure), ``max(min_exploration, min(1, exploration_scale / checks))`` with
+  figure; systematic, one in twenty of each rule's predictions, see
+  :meth:`crawler.rules.book.RuleBook.explore`),
+  ``max(min_exploration, min(1, exploration_scale / checks))`` with
   ``exploration_scale = 0``. A rule that turns bad is dropped after about ``window_failures``
   sampled failures, i.e. after losing about ``window_failures / rate`` = 40 pages at most. A
   young rule used to get more (scale 1: 9% right after activation), to drop a bad one after
