@@ -8,7 +8,8 @@ Run from the repository root (package installed, e.g. ``pip install -e .``)::
 It starts the embedded stack (``neardup.stack.EmbeddedStack``: Tansu with memory storage and
 a redis-server) and one worker as a subprocess, exactly as ``neardup crawl`` does, with the
 topics rolling as generations (``--generations on``, the embedded default) or not. Pages
-(distinct 900-word synthetic texts, ``_corpus``) are sent at ``--rate`` pages/s through the
+(distinct 900-word synthetic texts, or a corpus's real texts with ``--corpus``; see
+:class:`Pages`) are sent at ``--rate`` pages/s through the
 project's producer, as the crawler sends them (5 ms linger, keyed by host), each stamped with
 its send time as ``fetched_at``; decisions are read back with the project's reader. Per window
 it prints the decision latency (send -> decision read here) p50/p99/max of the pages sent in
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from bench_worker import CpuMeter, key_of, stamp
+from bench_worker import CpuMeter, key_of, real_texts, stamp
 from synthetic_text import documents
 
 from dedup_worker.adapters.kafka import (
@@ -57,10 +58,11 @@ MIB = 1024 * 1024
 
 class Pages:
     """Distinct page messages made on the fly: halves of ``docs`` synthetic documents
-    recombined (docs x docs different texts), as ``bench_worker.page_bodies`` makes them."""
+    recombined (docs x docs different texts), as ``bench_worker.page_bodies`` makes them; or
+    halves of a corpus's real texts (``corpus``), recombined the same way."""
 
-    def __init__(self, docs: int = 2000, words: int = 900) -> None:
-        texts = documents(docs, words_per_doc=words)
+    def __init__(self, docs: int = 2000, words: int = 900, corpus: Path | None = None) -> None:
+        texts = documents(docs, words_per_doc=words) if corpus is None else real_texts(corpus)
         self.halves = [(d[: len(d) // 2], d[len(d) // 2 :]) for d in texts]
 
     def body(self, i: int) -> bytes:
@@ -161,7 +163,7 @@ class Soak:
 
     def _offer(self) -> None:
         """Send at ``--rate`` pages/s in 10 ms ticks for ``--minutes``."""
-        pages = Pages(words=self.args.words)
+        pages = Pages(words=self.args.words, corpus=self.args.corpus)
         sender = Sender(self.config.kafka(client_id="soak-pages"), linger_ms=5)
         per_tick = max(1, self.args.rate // 100)
         tick = 0
@@ -297,6 +299,12 @@ def main() -> None:
         help="words per page; the broker keeps every page (it frees nothing unless generations "
         "are deleted), ~11 MB/s at 1,000 pages/s of 900 words",
     )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="JSONL corpus of {'text': ...} lines (e.g. tools/build_corpus.py's) whose texts make "
+        "the pages instead of synthetic ones; --words is then ignored",
+    )
     parser.add_argument("--transactional", choices=["on", "off"], default="on")
     parser.add_argument("--fetch-wait-ms", type=int, default=0, help="0: the worker's default")
     parser.add_argument("--keep-log", type=Path, help="copy the worker log here")
@@ -304,8 +312,9 @@ def main() -> None:
         "--trace", type=Path, help="write 'send time,latency' of every 10th page here (CSV)"
     )
     args = parser.parse_args()
+    kind = f"texts of {args.corpus}" if args.corpus else f"{args.words} words"
     print(
-        f"soak: {args.rate} pages/s of {args.words} words for {args.minutes:g} min, "
+        f"soak: {args.rate} pages/s of {kind} for {args.minutes:g} min, "
         f"generations {args.generations} transactions {args.transactional} "
         f"({args.generation_records} records a partition), {args.partitions} partitions; "
         f"uptime: {_uptime()}",
