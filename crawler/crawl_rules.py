@@ -226,6 +226,10 @@ class CrawlRules:
             return None
         return self._judge(url, source.url, "schedule")
 
+    def skipped(self, url: str) -> bool:
+        """Whether this process skipped ``url`` by rule (published as a predicted duplicate)."""
+        return url in self._skipped
+
     def _adopt(self, keys: list[str]) -> None:
         book = self.rules.book
         for key in keys:

@@ -268,6 +268,11 @@ class LinkScheduler:
                 self.stats.inc_value("dedup/outlinks_scheduled")
 
     def _admit(self, want: _Want) -> bool:
+        # A link this process claimed already (scheduled, maybe fetched) goes on to the claim,
+        # which drops it as seen: asked, a rule that became active since would skip it and
+        # publish as a predicted duplicate a page that is fetched after all.
+        if self._seen().known_claimed(want.held.request.url):
+            return True
         reason = self.gate.admit(want.held.url, want.source)
         if reason is None:
             return True

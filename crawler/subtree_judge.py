@@ -98,13 +98,20 @@ class SubtreeJudge:
         url, original = canonical(page.key.url), canonical(decision.duplicate_of)
         keeper = self.rules.fetched.keeper_of(original) or original
         by_url: dict[str, list[Held]] = {}
+        # A URL the rules already skipped was published as a predicted duplicate and counted as
+        # a saved fetch: it is no sample (a sample is fetched whatever the rules say) nor a
+        # member of the group; released, the gate skips it again (published once).
+        skipped: list[Held] = []
         for held in page.held:
-            by_url.setdefault(held.url, []).append(held)
+            if self.rules.skipped(held.url):
+                skipped.append(held)
+            else:
+                by_url.setdefault(held.url, []).append(held)
         known = self._known(url, keeper, list(by_url))
         book = self.rules.rules.book
         judged = judge_outlinks(url, keeper, by_url, known.__contains__, book.policy, book)
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
-        follow = [held for link in judged.follow for held in by_url[link]]
+        follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
             return Judgement(tuple(follow))
         check = judged.group

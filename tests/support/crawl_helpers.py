@@ -16,6 +16,11 @@ from dedup_worker.contract.messages import Decision, decode_decision
 from dedup_worker.contract.reading import fold_decisions
 from tests.support.paths import REPO
 
+#: What ``dedup-worker`` logs once it consumes (``dedup_worker.worker.service``).
+WORKER_RUNNING = "worker running ("
+#: How long a worker may take to get there: generous, it is no figure of speed.
+WORKER_START_S = 300.0
+
 
 @dataclass
 class Env:
@@ -30,10 +35,20 @@ class Env:
         return self.vars["NEARDUP_KAFKA_BOOTSTRAP"]
 
     def worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
-        """The real ``dedup-worker`` (the console script if installed, else its module)."""
+        """The real ``dedup-worker`` (the console script if installed, else its module), once
+        it says it is running. Crawlers started before then wait for their first decision
+        against ``NEARDUP_DECISION_TIMEOUT``, and a worker's start-up is not bounded by that:
+        on a fresh clone it compiles its numba kernels first (~40 s on a busy 2-core
+        machine, 2 s once cached)."""
         script = shutil.which("dedup-worker", path=str(Path(sys.executable).parent))
         command = [script] if script else [sys.executable, "-m", "dedup_worker.worker.main"]
-        return self._spawn(command, name, {"NEARDUP_LOG_LEVEL": "INFO"})
+        process = self._spawn(command, name, {"NEARDUP_LOG_LEVEL": "INFO"})
+        deadline = time.monotonic() + WORKER_START_S
+        while WORKER_RUNNING not in self.log(name, 10**6):
+            assert process.poll() is None, f"{name} exited {process.returncode}:\n{self.log(name)}"
+            assert time.monotonic() < deadline, f"{name} not running:\n{self.log(name)}"
+            time.sleep(0.2)
+        return process
 
     def crawler(
         self, name: str, seeds: str, *args: str, **settings: str

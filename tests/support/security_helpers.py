@@ -198,10 +198,29 @@ class TlsProxy:
         )
 
     def stop(self) -> None:
+        """Ends every relay on the loop before stopping and closing it. A relay left pending
+        is finalized by the garbage collector at some later moment, in whatever code runs
+        then: its ``finally`` fails on the closed loop, pytest formats that unraisable error
+        at once, and Python 3.11's traceback formatting calls ``ast.parse``; inside another
+        ``ast.parse`` (pytest rewriting a module it imports late, such as hypothesis at the
+        terminal summary) that raises ``SystemError: AST constructor recursion depth
+        mismatch`` (CPython gh-106905) and the run fails after its tests passed."""
+        if self._thread.is_alive():
+            ended = asyncio.run_coroutine_threadsafe(self._end_relays(), self._loop)
+            ended.result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _end_relays(self) -> None:
         if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+            self._server.close()
+        relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+        await asyncio.sleep(0)  # the transports' connection_lost callbacks run now
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -94,8 +94,13 @@ def _check_predictions(
         decode_prediction(r.value or b"") for r in read_topic(crawl_env.bootstrap, topic)
     ]
     predicted = {p.url: p for p in predictions}
+    (crawl_env.workdir / "predictions.jsonl").write_text(
+        "\n".join(p.to_json().decode() for p in predictions)
+    )
     assert predicted, "no URL was skipped by rule"
-    assert not set(predicted) & set(fetch_log) and not set(predicted) & truth.traps
+    fetched_too = {u: predicted[u] for u in sorted(set(predicted) & set(fetch_log))}
+    assert not fetched_too, f"predicted duplicates fetched too: {fetched_too}"
+    assert not set(predicted) & truth.traps
     assert all(p.duplicate_of in fetch_log and p.rules for p in predicted.values())
     assert all(p.url in truth.partners and p.precision >= 0.8 for p in predicted.values())
     stats = json.loads(stats_file.read_text())

@@ -189,6 +189,35 @@ def test_the_gate_skips_a_request_before_it_is_claimed() -> None:
     assert plugin.session.seen().contains_many(["http://a.test/2"]) == [False]  # unclaimed
 
 
+def test_the_gate_is_not_asked_about_a_link_this_process_claimed_already() -> None:
+    """A rule that became active after a link was scheduled must not skip it (and publish it
+    as a predicted duplicate) when another page links to it: it is fetched anyway (seen in the
+    subtree e2e test under load: item?sort=rating fetched, then predicted from item?print=1)."""
+    plugin = Plugin()
+    asked: list[str] = []
+
+    class RuleActiveLater:
+        active = False
+
+        def admit(self, url: str, source: Any) -> str | None:
+            asked.append(url)
+            return "rule" if self.active and url.endswith("/2") else None
+
+    gate = RuleActiveLater()
+    plugin.session.links.gate = gate
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    for request in plugin.engine.crawled:  # fetched: no longer waiting in the scheduler
+        plugin.session.links.going_out(request)
+    gate.active = True
+    plugin.respond(requests("/2", "/3"), url="http://a.test/other")
+    plugin.decide(follow=True)
+    assert [r.url for r in plugin.engine.crawled] == [f"http://a.test/{n}" for n in (1, 2, 3)]
+    assert asked == [f"http://a.test/{n}" for n in (1, 2, 3)]
+    assert plugin.stat("dedup/requests_skipped/rule") is None
+    assert plugin.stat("dedup/outlinks_seen") == 1
+
+
 def test_a_gate_asked_just_before_fetching_skips_or_holds_back_a_request() -> None:
     plugin = Plugin()
     plugin.respond(requests("/1", "/2", "/3"))
