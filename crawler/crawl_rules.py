@@ -19,7 +19,8 @@
   fetch saved by its rules. Just before fetching, a page that is only a check of candidate
   rules which already have the checks they need in flight is held back
   (:class:`crawler.rules.pacing.Pacer`, answer :data:`~crawler.judging.HOLD`) and released
-  through ``release`` as their decisions arrive.
+  through ``release`` as their decisions arrive; so is a page an active rule maps onto a page
+  this process is fetching at that moment, until that page's decision arrives.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class CrawlRules:
         if self.sampler is not None:
             self.sampler.expire()
         if self.pacer.held:
-            self._send(self.pacer.release(self._candidates))
+            self._send(self.pacer.release(self._candidates, self._counterpart_in_flight))
         self._tick()
 
     def _note(self, decision: Decision) -> tuple[str, str | None]:
@@ -251,10 +252,26 @@ class CrawlRules:
         released = url in self._released or url in self._explored  # explored: checked now
         self._released.discard(url)
         self._explored.discard(url)
-        if reason is not None or released or self.pacer.admit(url, self._candidates(url)):
+        if reason is not None or released:
             return reason
+        if self._counterpart_in_flight(url):
+            self.pacer.hold(url)
+            self.stats.inc_value("dedup/rules/waited_for_counterpart")
+            return HOLD
+        if self.pacer.admit(url, self._candidates(url)):
+            return None
         self.stats.inc_value("dedup/rules/paced")
         return HOLD
+
+    def _counterpart_in_flight(self, url: str) -> bool:
+        """An active rule maps ``url`` onto a page this process is fetching right now: its
+        decision, due in a moment, will most likely let the rule skip ``url``. On a busy
+        machine decisions lag, and a crawl reaching a mirror section and its original
+        together fetched the whole mirror section before."""
+        prediction = self.rules.predict(url)
+        if prediction is None or self.fetched.keeper_of(prediction.counterpart) is not None:
+            return False
+        return self.pacer.in_flight(prediction.counterpart)
 
     def _candidates(self, url: str) -> list[Rule]:
         """The candidate rules a fetch of ``url`` would check (its counterpart is fetched)."""

@@ -73,7 +73,8 @@ def rules_summary(stats: Mapping[str, Any]) -> list[str]:
         f" ({n('dedup/requests_skipped_before_fetch')} just before fetching),"
         f" {n('dedup/rules/predicted')} URLs predicted duplicates,"
         f" {n('dedup/rules/explored')} fetched anyway as checks,"
-        f" {n('dedup/rules/paced')} held while a candidate's checks were in flight",
+        f" {n('dedup/rules/paced')} held while a candidate's checks were in flight,"
+        f" {n('dedup/rules/waited_for_counterpart')} while their counterpart was",
         f"  URL rules          {n('dedup/rules/active')} active,"
         f" {n('dedup/rules/candidates')} candidates, {n('dedup/rules/dropped')} dropped;"
         f" {n('dedup/rules/checks')} checks",

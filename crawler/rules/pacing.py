@@ -14,7 +14,9 @@ is active the page is skipped, so fetching it now would only ever be waste); hel
 re-judged as decisions arrive: when the rule became active they are skipped by it, when it was
 dropped or still needs checks they are fetched. A check whose decision never comes (the fetch
 failed) stops counting after ``expiry`` seconds, and a page held that long is fetched anyway:
-pacing can delay a fetch, never lose one. Pure: the caller holds and releases the requests.
+pacing can delay a fetch, never lose one. The caller may hold pages for a reason of its own
+too (:meth:`Pacer.hold`), re-asked on each release, with the same expiry. Pure: the caller
+holds and releases the requests.
 """
 
 from __future__ import annotations
@@ -84,6 +86,14 @@ class Pacer:
         """``url`` is being fetched (whatever rules it is a check of, known or not yet)."""
         self._sent[url] = self.clock()
 
+    def in_flight(self, url: str) -> bool:
+        """Whether ``url`` was sent and its decision has not come yet."""
+        return url in self._sent
+
+    def hold(self, url: str) -> None:
+        """Hold ``url`` for a reason of the caller's (``waiting`` in :meth:`release`)."""
+        self._held.setdefault(url, self.clock())
+
     def learned(self, evidence: Mapping[str, Evidence]) -> None:
         self.evidence.update(evidence)
 
@@ -108,9 +118,14 @@ class Pacer:
                     if not flight:
                         del self._in_flight[key]
 
-    def release(self, candidates_of: Callable[[str], list[Rule]]) -> list[str]:
+    def release(
+        self,
+        candidates_of: Callable[[str], list[Rule]],
+        waiting: Callable[[str], bool] = lambda url: False,
+    ) -> list[str]:
         """The held pages to fetch (or skip) now, re-judged against their current candidate
-        rules (``candidates_of``); a released page is counted in flight at once."""
+        rules (``candidates_of``) and the caller's reason to hold them (``waiting``); a
+        released page is counted in flight at once."""
         now = self.clock()
         self._expire(now)
         released = []
@@ -120,6 +135,8 @@ class Pacer:
             if now - since >= self.expiry:  # held long enough: it goes, as a check
                 self._count(url, candidates)
                 released.append(url)
+            elif waiting(url):
+                self._held[url] = since
             elif self._admit(url, candidates, since):
                 released.append(url)
         return released

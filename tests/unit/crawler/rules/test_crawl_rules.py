@@ -180,6 +180,32 @@ def test_fetches_beyond_what_a_candidate_needs_are_held_then_skipped_once_it_is_
     assert {p.url for p in published} == {u for u, a in zip(held, answers, strict=True) if a}
 
 
+def test_a_predicted_duplicate_waits_for_its_counterpart_being_fetched() -> None:
+    """An active rule maps a page onto one this process is fetching: the page is held until
+    that decision arrives, then skipped (not fetched because the decision was late)."""
+    rules, _, _, stats, published = setup()
+    released: list[str] = []
+    rules.release = released.extend
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(5)])
+    rules.observe(
+        [decision(f"{M}/s{s}/p{i}", f"{D}/s{s}/p{i}") for s in range(4) for i in range(3)]
+    )
+    assert rules.rules.book.state(PathRewrite(M, "", D, "").key) is State.ACTIVE
+    originals = [f"{D}/new/p{i}" for i in range(8)]
+    assert all(rules.admit_fetch(url) is None for url in originals)  # being fetched
+    copies = [url.replace(D, M) for url in originals]
+    assert [rules.admit_fetch(url) for url in copies] == [HOLD] * 8
+    assert stats.values["dedup/rules/waited_for_counterpart"] == 8
+    rules.observe([decision(originals[0])])  # one decision: only its copy goes
+    assert released == copies[:1]
+    rules.observe([decision(url) for url in originals[1:]])
+    assert released == copies
+    answers = [rules.admit_fetch(url) for url in copies]
+    assert answers.count(RULE) >= 7 and set(answers) <= {RULE, None}  # one may be explored
+    assert {p.url for p in published} == {u for u, a in zip(copies, answers, strict=True) if a}
+    assert rules.admit_fetch(f"{M}/elsewhere/x") is None  # counterpart not being fetched
+
+
 def test_a_url_skipped_by_rule_is_no_sample_of_a_later_duplicates_group() -> None:
     """A URL skipped when its first source was decided (published as a predicted duplicate,
     not claimed) must stay skipped when a duplicate page linking to it is judged later: as a
