@@ -22,6 +22,7 @@ import numpy as np
 from dedup_worker.core._text_kernel import collapse_ascii_whitespace, irregular_ascii
 from dedup_worker.core._unicode_kernel import (
     blank_non_ascii,
+    non_ascii_tokens,
     plain_punctuation,
     separate_words,
     word_table,
@@ -45,12 +46,29 @@ def prepare(text: str) -> bytes:
     """The bytes the simhash kernel reads for ``text`` (see the module docstring)."""
     if text.isascii():
         return text.encode("ascii")
-    data = np.frombuffer(bytearray(text.encode("utf-8")), dtype=np.uint8)
+    raw = text.encode("utf-8")
+    data = np.frombuffer(bytearray(raw), dtype=np.uint8)
     if all(map(plain_punctuation, set(blank_non_ascii(data).tolist()))):
         return data.tobytes()  # NFKC and case folding would change no word: skip them
-    folded = unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
+    folded = _fold_non_ascii_tokens(raw)
     # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
     return separate_words(np.frombuffer(folded, dtype=np.uint8), word_table()).tobytes()
+
+
+def _fold_non_ascii_tokens(raw: bytes) -> bytes:
+    """NFKC and case folding of the tokens that hold a non-ASCII character, the rest as it is
+    (the kernel lowercases ASCII itself): the same words as folding the whole text, in a
+    fraction of the time on real pages, whose non-ASCII characters are few (whole-text NFKC
+    and case folding took ~140 us for a 9k-character page, most of the non-ASCII path)."""
+    spans = non_ascii_tokens(np.frombuffer(raw, dtype=np.uint8)).tolist()
+    pieces: list[bytes] = []
+    at = 0
+    for start, end in zip(spans[0::2], spans[1::2], strict=True):
+        token = raw[start:end].decode("utf-8")
+        pieces += (raw[at:start], unicodedata.normalize("NFKC", token).casefold().encode("utf-8"))
+        at = end
+    pieces.append(raw[at:])
+    return b"".join(pieces)
 
 
 def packable(text: str) -> str | bytes:

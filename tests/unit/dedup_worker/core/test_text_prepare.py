@@ -18,7 +18,8 @@ unicode_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_si
 web_text = st.lists(
     st.sampled_from(
         ["word", "Straße", "naïve", "ＦＵＬＬ", "²", "ﬁle", "\u00a0", "©", "—", "“q”", "…", "é",
-         "İstanbul", "ß", "_", "a_b", "3.14", "Ⅻ", "١٢٣", "😀", "\u0301", "x\u0301", " ", "\n"]
+         "İstanbul", "ß", "_", "a_b", "3.14", "Ⅻ", "١٢٣", "😀", "\u0301", "x\u0301", " ", "\n",
+         "=\u0338", "\u0338", "\u1100", "\u1161", "\t", "\x1c", "ǅ", "Σ", "ς"]
     ),
     max_size=60,
 ).map("".join)  # fmt: skip
