@@ -152,12 +152,18 @@ def _ascii_space(byte: int) -> bool:
     return byte == 32 or 9 <= byte <= 13
 
 
+#: Spans of non-ASCII tokens closer than this (bytes) are folded as one: text in a script
+#: other than Latin is then folded in a few pieces, not one call per word.
+MERGE_GAP = 256
+
+
 @njit(cache=True, nogil=True)
 def non_ascii_tokens(data: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
     """The byte spans (start, end, start, end, ...) of the tokens of UTF-8 ``data`` between
-    ASCII whitespace that hold a non-ASCII character. ASCII whitespace is a stable code
-    point (it never composes with a neighbour), so NFKC and case folding of each such span
-    alone, the rest left as it is, give the words of the whole text folded (UAX #15, 9)."""
+    ASCII whitespace that hold a non-ASCII character, those less than ``MERGE_GAP`` apart
+    merged. ASCII whitespace is a stable code point (it never composes with a neighbour), so
+    NFKC and case folding of each span alone, the rest left as it is, give the words of the
+    whole text folded (UAX #15, section 9)."""
     out = np.empty(2 * (data.size // 2 + 1), dtype=np.int64)
     count = 0
     i = 0
@@ -172,8 +178,11 @@ def non_ascii_tokens(data: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
         end = i
         while end < n and not _ascii_space(int(data[end])):
             end += 1
-        out[count] = start
-        out[count + 1] = end
-        count += 2
+        if count and start - out[count - 1] < MERGE_GAP:
+            out[count - 1] = end
+        else:
+            out[count] = start
+            out[count + 1] = end
+            count += 2
         i = end
     return out[:count]

@@ -48,19 +48,29 @@ def prepare(text: str) -> bytes:
         return text.encode("ascii")
     raw = text.encode("utf-8")
     data = np.frombuffer(bytearray(raw), dtype=np.uint8)
-    if all(map(plain_punctuation, set(blank_non_ascii(data).tolist()))):
+    found = blank_non_ascii(data)
+    # Distinct code points first: a page in another script has thousands of non-ASCII
+    # characters but few distinct ones (np.unique sorts in C; a set of them all took ~100 us).
+    distinct = np.unique(found).tolist() if found.size > 256 else set(found.tolist())
+    if all(map(plain_punctuation, distinct)):
         return data.tobytes()  # NFKC and case folding would change no word: skip them
-    folded = _fold_non_ascii_tokens(raw)
+    if found.size * 128 > len(raw):  # dense (a page in another script): fold it all at once
+        folded = unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
+    else:
+        folded = _fold_non_ascii_tokens(text, raw)
     # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
     return separate_words(np.frombuffer(folded, dtype=np.uint8), word_table()).tobytes()
 
 
-def _fold_non_ascii_tokens(raw: bytes) -> bytes:
-    """NFKC and case folding of the tokens that hold a non-ASCII character, the rest as it is
-    (the kernel lowercases ASCII itself): the same words as folding the whole text, in a
-    fraction of the time on real pages, whose non-ASCII characters are few (whole-text NFKC
-    and case folding took ~140 us for a 9k-character page, most of the non-ASCII path)."""
+def _fold_non_ascii_tokens(text: str, raw: bytes) -> bytes:
+    """NFKC and case folding of the tokens of ``text`` (UTF-8: ``raw``) that hold a non-ASCII
+    character, the rest as it is (the kernel lowercases ASCII itself): the same words as
+    folding the whole text, in a fraction of the time on real pages, whose non-ASCII
+    characters are few (whole-text NFKC and case folding took ~140 us for a 9k-character
+    page, most of the non-ASCII path). Text mostly in non-ASCII tokens is folded whole."""
     spans = non_ascii_tokens(np.frombuffer(raw, dtype=np.uint8)).tolist()
+    if sum(spans[1::2]) - sum(spans[0::2]) > len(raw) // 2:  # mostly non-ASCII: fold it all
+        return unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
     pieces: list[bytes] = []
     at = 0
     for start, end in zip(spans[0::2], spans[1::2], strict=True):

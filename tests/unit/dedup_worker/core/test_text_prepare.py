@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.support.simhash_reference as reference
-from dedup_worker.core._unicode_kernel import plain_punctuation, word_table
+from dedup_worker.core._unicode_kernel import non_ascii_tokens, plain_punctuation, word_table
 from dedup_worker.core.text import normalize, prepare
 
 # Every code point but the surrogates (text from the wire is valid UTF-8).
@@ -46,6 +46,25 @@ def test_any_text_tokenises_like_normalize(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(web_text)
 def test_web_text_tokenises_like_normalize(text: str) -> None:
+    assert kernel_words(text) == normalized_words(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(web_text, st.integers(0, 80)), max_size=8))
+def test_long_pages_folded_in_pieces_tokenise_like_normalize(
+    pieces: list[tuple[str, int]],
+) -> None:
+    """Non-ASCII tokens far apart (more than ``MERGE_GAP`` bytes of ASCII between them) are
+    folded separately; the words are still those of the whole text."""
+    text = "".join(piece + " filler" * gap + "\n" for piece, gap in pieces)
+    assert kernel_words(text) == normalized_words(text)
+
+
+def test_a_mostly_ascii_page_is_folded_token_by_token() -> None:
+    filler = " plain ASCII words between them" * 20
+    text = f"CAFÉ{filler} ﬁle=\u0338x Straße{filler}\nİstanbul\u00a0x\u0301"
+    spans = non_ascii_tokens(np.frombuffer(text.encode(), dtype=np.uint8)).tolist()
+    assert len(spans) == 6  # three pieces, far apart: folded one by one
     assert kernel_words(text) == normalized_words(text)
 
 
