@@ -3,13 +3,14 @@
 Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
 
     python benchmarks/bench_growth.py [--pages 300000] [--window 50000] [--record-cache N]
-                                      [--corpus corpus.jsonl]
+                                      [--corpus corpus.jsonl [--stream renamed]]
 
 It starts its own redis-server on a loopback port, builds the engine exactly as the worker
 does (the worker's default configuration and backends, ``--record-cache`` overriding
 ``NEARDUP_RECORD_CACHE``), and feeds it batches of 1,000 pages: by default the soak benchmark's
 pages (halves of 2,000 synthetic 900-word documents recombined, ``bench_soak.Pages``), or the
-texts of ``--corpus``, recombined the same way. No Kafka: this is the engine alone, as the
+texts of ``--corpus``, recombined the same way or renamed pass by pass (``--stream renamed``,
+``page_streams``). No Kafka: this is the engine alone, as the
 worker's main thread runs it.
 
 Per window it prints the engine's time per page (``decide``: everything after fingerprinting),
@@ -22,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_soak import Pages
-from bench_worker import real_texts
+from page_streams import STREAMS, Pages
 
 from dedup_worker.adapters.redis_index import RedisIndex
 from dedup_worker.contract.messages import Page, decode_page
@@ -57,30 +56,10 @@ def _timed(owner: Any, name: str, times: collections.defaultdict[str, float]) ->
 
 
 def _pages(args: argparse.Namespace) -> Callable[[int], Page]:
-    if args.corpus is None:
-        pages = Pages()
-        body = pages.body
-    else:
-        texts = real_texts(args.corpus)
-        halves = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in texts]
-
-        def body(i: int) -> bytes:
-            n = len(halves)
-            host = f"host{i % 500}.example"
-            fields = {
-                "schema": "neardup.page/1",
-                "url": f"https://{host}/p{i}",
-                "host": host,
-                "fetched_at": 0.0,
-                "status": 200,
-                "text": halves[i % n][0] + " " + halves[(i * 7 + i // n) % n][1],
-                "depth": 1,
-            }
-            stamped = json.dumps(fields).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%')
-            return stamped.encode()
+    pages = Pages(corpus=args.corpus, stream=args.stream)
 
     def page(i: int) -> Page:
-        return decode_page(body(i).replace(b"%FETCHED%", str(1.7e9 + i / 1000).encode()))
+        return decode_page(pages.body(i).replace(b"%FETCHED%", str(1.7e9 + i / 1000).encode()))
 
     return page
 
@@ -90,11 +69,17 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=300_000)
     parser.add_argument("--window", type=int, default=50_000)
     parser.add_argument("--record-cache", type=int, help="NEARDUP_RECORD_CACHE (default: its own)")
+    parser.add_argument(
+        "--expected-pages", type=int, default=1_000_000, help="NEARDUP_EXPECTED_PAGES (planner)"
+    )
     parser.add_argument("--corpus", type=Path, help="JSONL corpus of {'text': ...} lines")
+    parser.add_argument(
+        "--stream", choices=STREAMS, default="recombined", help="how pages are made (page_streams)"
+    )
     args = parser.parse_args()
     page = _pages(args)
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)).start() as server:
-        env = {"NEARDUP_REDIS_URL": server.url}
+        env = {"NEARDUP_REDIS_URL": server.url, "NEARDUP_EXPECTED_PAGES": str(args.expected_pages)}
         if args.record_cache is not None:
             env["NEARDUP_RECORD_CACHE"] = str(args.record_cache)
         config = load_config([], env)

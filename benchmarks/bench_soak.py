@@ -4,12 +4,13 @@ Run from the repository root (package installed, e.g. ``pip install -e .``)::
 
     python benchmarks/bench_soak.py [--minutes 30] [--rate 1000] [--window-minutes 5]
                                     [--generations on|off] [--generation-records 4000]
+                                    [--corpus corpus.jsonl [--stream renamed]]
 
 It starts the embedded stack (``neardup.stack.EmbeddedStack``: Tansu with memory storage and
 a redis-server) and one worker as a subprocess, exactly as ``neardup crawl`` does, with the
 topics rolling as generations (``--generations on``, the embedded default) or not. Pages
-(distinct 900-word synthetic texts, or a corpus's real texts with ``--corpus``; see
-:class:`Pages`) are sent at ``--rate`` pages/s through the
+(distinct 900-word synthetic texts, or a corpus's real texts with ``--corpus``, made by
+``--stream``: see ``page_streams``) are sent at ``--rate`` pages/s through the
 project's producer, as the crawler sends them (5 ms linger, keyed by host), each stamped with
 its send time as ``fetched_at``; decisions are read back with the project's reader. Per window
 it prints the decision latency (send -> decision read here) p50/p99/max of the pages sent in
@@ -21,7 +22,6 @@ the first (target: within 1.5x) and the broker's memory (target: bounded).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from bench_worker import CpuMeter, key_of, real_texts, stamp
-from synthetic_text import documents
+from bench_worker import CpuMeter, key_of, stamp
+from page_streams import STREAMS, Pages
 
 from dedup_worker.adapters.kafka import (
     Record,
@@ -54,33 +54,6 @@ _FETCHED_AT = re.compile(rb'"fetched_at":([0-9.e+]+)')
 _PAGE = re.compile(rb'"url":"https://[^/"]+/p([0-9]+)"')
 _CORRECTS = re.compile(rb'"corrects":true')
 MIB = 1024 * 1024
-
-
-class Pages:
-    """Distinct page messages made on the fly: halves of ``docs`` synthetic documents
-    recombined (docs x docs different texts), as ``bench_worker.page_bodies`` makes them; or
-    halves of a corpus's real texts (``corpus``), recombined the same way."""
-
-    def __init__(self, docs: int = 2000, words: int = 900, corpus: Path | None = None) -> None:
-        texts = documents(docs, words_per_doc=words) if corpus is None else real_texts(corpus)
-        self.halves = [(d[: len(d) // 2], d[len(d) // 2 :]) for d in texts]
-
-    def body(self, i: int) -> bytes:
-        n = len(self.halves)
-        head, tail = self.halves[i % n][0], self.halves[(i * 7 + i // n) % n][1]
-        host = key_of(i).decode()
-        page = {
-            "schema": "neardup.page/1",
-            "url": f"https://{host}/p{i}",
-            "host": host,
-            "fetched_at": 0.0,
-            "status": 200,
-            "title": f"page {i}",
-            "text": head + " " + tail,
-            "outlinks": [],
-            "depth": 1,
-        }
-        return json.dumps(page).replace('"fetched_at": 0.0', '"fetched_at": %FETCHED%').encode()
 
 
 @dataclass
@@ -107,6 +80,8 @@ class Soak:
         self.worker_pid: int | None = None
         self.roller: RollerThread | None = None
         self.config = self._config()
+        # Made before the clock starts: the renamed stream takes ~12 s to prepare.
+        self.pages = Pages(words=args.words, corpus=args.corpus, stream=args.stream)
 
     def _config(self) -> WorkerConfig:
         return load_config([], self._env())
@@ -163,7 +138,7 @@ class Soak:
 
     def _offer(self) -> None:
         """Send at ``--rate`` pages/s in 10 ms ticks for ``--minutes``."""
-        pages = Pages(words=self.args.words, corpus=self.args.corpus)
+        pages = self.pages
         sender = Sender(self.config.kafka(client_id="soak-pages"), linger_ms=5)
         per_tick = max(1, self.args.rate // 100)
         tick = 0
@@ -305,6 +280,12 @@ def main() -> None:
         help="JSONL corpus of {'text': ...} lines (e.g. tools/build_corpus.py's) whose texts make "
         "the pages instead of synthetic ones; --words is then ignored",
     )
+    parser.add_argument(
+        "--stream",
+        choices=STREAMS,
+        default="recombined",
+        help="how the pages are made (see page_streams); renamed needs --corpus",
+    )
     parser.add_argument("--transactional", choices=["on", "off"], default="on")
     parser.add_argument("--fetch-wait-ms", type=int, default=0, help="0: the worker's default")
     parser.add_argument("--keep-log", type=Path, help="copy the worker log here")
@@ -312,7 +293,8 @@ def main() -> None:
         "--trace", type=Path, help="write 'send time,latency' of every 10th page here (CSV)"
     )
     args = parser.parse_args()
-    kind = f"texts of {args.corpus}" if args.corpus else f"{args.words} words"
+    kind = f"{args.words} words" if args.corpus is None else f"texts of {args.corpus}"
+    kind += f", {args.stream}"
     print(
         f"soak: {args.rate} pages/s of {kind} for {args.minutes:g} min, "
         f"generations {args.generations} transactions {args.transactional} "
