@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import numpy as np
+
 from dedup_worker.adapters.kafka import (
     DecisionProducer,
     PageConsumer,
@@ -23,12 +25,12 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
     fence,
 )
+from dedup_worker.contract.messages import Page
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
 from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.planner import plan
 from dedup_worker.core.records import DocStore, MemoryDocStore
-from dedup_worker.core.simhash import Document
 from dedup_worker.core.sketch import RECOMMENDED_FEATURES
 from dedup_worker.errors import BackendUnavailable, ConfigError, NeardupError
 from dedup_worker.worker.batching import Backoff
@@ -145,9 +147,30 @@ def build_engine(config: WorkerConfig, metrics: WorkerMetrics) -> DedupEngine:
     # Cached records could outlive their expiry in Redis: no cache when records expire.
     cached = 0 if config.ttl_seconds else config.record_cache
     engine = DedupEngine(InstrumentedIndex(index, metrics), docs, settings, record_cache=cached)
-    # Load the compiled kernels now rather than in the first batch (~1 s on a busy machine).
-    engine.fingerprinter.fingerprint_many([Document("warm up the kernels", "title")])
+    warm_up(engine, index)
     return engine
+
+
+#: Pages that run every text kernel: ASCII, a few non-ASCII words, and dense non-ASCII text.
+_WARM_UP_TEXTS = (
+    "warm up the kernels of the worker " * 8,
+    "warm up the kernels: Größe, naïve café, ﬁle, Ｆｕｌｌ " * 8,
+    "Прогрев ядер перед первой партией страниц. Ελληνικά. 日本語のテキスト " * 8,
+)
+
+
+def warm_up(engine: DedupEngine, index: HammingIndex) -> None:
+    """Compile (or load from numba's cache) every kernel a batch runs, before the first batch:
+    with a cold cache, a first batch that compiled them took ~25 s. The index is only queried,
+    so nothing is stored."""
+    engine.prepare(
+        [
+            Page(url=f"https://warm-up.invalid/{i}", host="warm-up.invalid", fetched_at=0.0,
+                 text=text, title="warm up")
+            for i, text in enumerate(_WARM_UP_TEXTS)
+        ]
+    )  # fmt: skip
+    index.query(np.zeros(1, dtype=np.uint64))
 
 
 def engine_settings(config: WorkerConfig) -> EngineSettings:

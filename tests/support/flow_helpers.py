@@ -72,7 +72,9 @@ class Flow:
         return list(self.produced)
 
 
-def wait_for_log(worker: WorkerProcess, pattern: str, timeout: float = 30) -> None:
+def wait_for_log(worker: WorkerProcess, pattern: str, timeout: float = 120) -> None:
+    """Wait for ``pattern`` in the worker's log: generous, a cold numba cache compiles every
+    kernel at start-up (warm_up), and this is no figure of speed."""
     deadline = time.monotonic() + timeout
     while not re.search(pattern, worker.full_log()):
         assert worker.proc.poll() is None, f"worker exited:\n{worker.log_text()}"
