@@ -29,16 +29,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from page_streams import STREAMS, Pages
+import numpy as np
+from page_streams import MARK, STREAMS, Pages
 
 from dedup_worker.adapters.redis_index import RedisIndex
-from dedup_worker.contract.messages import Page, decode_page
+from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
 from dedup_worker.core.engine import DedupEngine
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_backends, engine_settings
 from neardup.stack import RedisServer
 
 BATCH = 1000
+DUPLICATE = (Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE)
 
 
 def _timed(owner: Any, name: str, times: collections.defaultdict[str, float]) -> None:
@@ -55,13 +57,54 @@ def _timed(owner: Any, name: str, times: collections.defaultdict[str, float]) ->
     setattr(owner, name, wrapper)
 
 
-def _pages(args: argparse.Namespace) -> Callable[[int], Page]:
-    pages = Pages(corpus=args.corpus, stream=args.stream)
-
+def _pages(pages: Pages) -> Callable[[int], Page]:
     def page(i: int) -> Page:
         return decode_page(pages.body(i).replace(b"%FETCHED%", str(1.7e9 + i / 1000).encode()))
 
     return page
+
+
+class Agreement:
+    """The renamed stream's check of the verdicts: a renaming keeps every pair of texts within a
+    pass exactly as similar as in the corpus, so each pass should repeat the first pass's
+    verdicts. A duplicate there that is unique here is a duplicate the grown index lost; a unique
+    page there that is a duplicate here was matched to a page of another pass (counted apart
+    when the text has no word to rename, so that it is the same text in every pass)."""
+
+    def __init__(self, pages: Pages, total: int) -> None:
+        self.n = len(pages.templates)
+        self.fixed = np.array([MARK not in t for t in pages.templates])
+        self.duplicate = np.zeros(total, dtype=bool)
+        self.across = np.zeros(total, dtype=bool)  # its original is a page of another pass
+
+    def add(self, decisions: list[Decision]) -> None:
+        """Each page's verdict; a correction (a later batch's) overrides the first one."""
+        for d in decisions:
+            i = _number(d.url)
+            self.duplicate[i] = d.verdict in DUPLICATE
+            self.across[i] = (
+                d.duplicate_of is not None and _number(d.duplicate_of) // self.n != i // self.n
+            )
+
+    def report(self, lo: int, hi: int) -> str:
+        lo = max(lo, self.n)
+        if lo >= hi:
+            return ""
+        here = self.duplicate[lo:hi]
+        first = self.duplicate[np.arange(lo, hi) % self.n]
+        fixed = self.fixed[np.arange(lo, hi) % self.n]
+        lost = int((first & ~here).sum())
+        gained = here & ~first
+        across = int((gained & ~fixed & self.across[lo:hi]).sum())
+        return (
+            f"; against the first pass: {lost} duplicates lost, {int((gained & ~fixed).sum())} "
+            f"unique pages taken for duplicates ({across} of another pass; +"
+            f"{int((gained & fixed).sum())} texts the same in every pass) of {hi - lo:,}"
+        )
+
+
+def _number(url: str) -> int:
+    return int(url.rsplit("/p", 1)[1])
 
 
 def main() -> None:
@@ -77,7 +120,9 @@ def main() -> None:
         "--stream", choices=STREAMS, default="recombined", help="how pages are made (page_streams)"
     )
     args = parser.parse_args()
-    page = _pages(args)
+    pages = Pages(corpus=args.corpus, stream=args.stream)
+    page = _pages(pages)
+    agreement = Agreement(pages, args.pages) if args.stream == "renamed" else None
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)).start() as server:
         env = {"NEARDUP_REDIS_URL": server.url, "NEARDUP_EXPECTED_PAGES": str(args.expected_pages)}
         if args.record_cache is not None:
@@ -99,6 +144,8 @@ def main() -> None:
             start = time.perf_counter()
             decisions = engine.decide(prepared)
             decide += time.perf_counter() - start
+            if agreement is not None:
+                agreement.add(decisions)
             candidates += sum(
                 d.evidence.get("candidates") or 0 for d in decisions if not d.corrects
             )
@@ -109,7 +156,8 @@ def main() -> None:
                 print(
                     f"{lo + BATCH:>9,} {decide / w * 1e6:>10.1f} {index.entries_read / w:>8.0f} "
                     f"{candidates / w:>6.2f}  {steps}; record cache {len(cache):,} held, "
-                    f"{cache.hits:,} hits, {cache.misses:,} misses",
+                    f"{cache.hits:,} hits, {cache.misses:,} misses"
+                    + (agreement.report(lo + BATCH - w, lo + BATCH) if agreement else ""),
                     flush=True,
                 )
                 times.clear()
