@@ -34,7 +34,7 @@ STREAMS = ("recombined", "renamed")
 #: of one page, not different pages.
 COMMON_SHARE = 0.5
 _WORD = re.compile(r"\w+")
-_MARK = "\ue000"  # a private-use character: never in a corpus text, replaced before sending
+MARK = "\ue000"  # a private-use character: never in a corpus text, replaced before sending
 
 
 class Pages:
@@ -59,7 +59,7 @@ class Pages:
     def text(self, i: int) -> str:
         if self.stream == "renamed":
             n = len(self.templates)
-            return self.templates[i % n].replace(_MARK, suffix(i // n))
+            return self.templates[i % n].replace(MARK, suffix(i // n))
         n = len(self.halves)
         return self.halves[i % n][0] + " " + self.halves[(i * 7 + i // n) % n][1]
 
@@ -81,7 +81,7 @@ class Pages:
 
 
 def marked(texts: list[str]) -> list[str]:
-    """Each text with ``_MARK`` after every word that is not common in ``texts``."""
+    """Each text with ``MARK`` after every word that is not common in ``texts``."""
     frequency: collections.Counter[str] = collections.Counter()
     for text in texts:
         frequency.update({w.casefold() for w in _WORD.findall(text)})
@@ -90,7 +90,7 @@ def marked(texts: list[str]) -> list[str]:
 
     def mark(match: re.Match[str]) -> str:
         word = match.group()
-        return word if word.casefold() in common else word + _MARK
+        return word if word.casefold() in common else word + MARK
 
     return [_WORD.sub(mark, text) for text in texts]
 
