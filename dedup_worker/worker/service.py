@@ -3,7 +3,9 @@
 The commit order (the one and only):
 
 1. poll a batch: up to ``batch_max_records`` of the pages already fetched, waiting at most
-   ``batch_max_wait_ms`` for the first one (so the batch size follows the load);
+   ``batch_max_wait_ms`` for the first one (so the batch size follows the load), and, with
+   ``batch_interval_ms``, waiting for more until that long after the previous batch's poll
+   (each batch costs a transaction whatever its size: fewer, larger ones at light load);
 2. decode each record with ``decode_page``; a ``ContractError`` makes a ``DeadLetter`` (reason,
    detail, original key and value) and processing carries on with the next record; then
    ``engine.prepare`` (fingerprints, checksums: CPU only, nothing stored);
@@ -109,6 +111,7 @@ class Worker:
         # at lower load a batch should take the pages that arrive while the previous one runs.
         self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._next: Future[Batch] | None = None
+        self._last_batch_at = 0.0  # time.monotonic() of the last poll that found pages
 
     def stop(self) -> None:
         """Ask the loop to finish its current batch and exit (safe from a signal handler)."""
@@ -153,9 +156,15 @@ class Worker:
 
     def _fetch(self) -> Batch:
         """Poll, decode and prepare one batch (in the prefetch thread, or inline)."""
-        records = self.consumer.poll_batch(
-            self.config.batch_max_records, self.config.batch_max_wait_ms
+        polled = time.monotonic()
+        linger_ms = max(
+            0, round((self._last_batch_at - polled) * 1000) + self.config.batch_interval_ms
         )
+        records = self.consumer.poll_batch(
+            self.config.batch_max_records, self.config.batch_max_wait_ms, linger_ms
+        )
+        if records:
+            self._last_batch_at = polled
         started = time.perf_counter()
         batch = self._intake.decode(records)
         if batch.pages:

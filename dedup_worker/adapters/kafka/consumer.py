@@ -8,6 +8,7 @@ which is what lets one worker process reach its 10k pages/s target (see the READ
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -135,20 +136,25 @@ class PageConsumer:
         ``partitions`` (a batch's partitions: its records may go to their next owner)."""
         return any(self._revoked_at.get(tp, 0) > rebalances for tp in partitions)
 
-    def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:
-        """Up to ``max_records`` of the records already fetched; when there are none, waits up
-        to ``max_wait_ms`` for the first one. Records keep their per-partition order.
+    def poll_batch(self, max_records: int, max_wait_ms: int, linger_ms: int = 0) -> list[Record]:
+        """Up to ``max_records`` records; when none are fetched, waits up to ``max_wait_ms`` for
+        the first one. Until ``linger_ms`` after the call, it then waits for the batch to fill
+        (0: it takes the records already fetched). Records keep their per-partition order.
 
         Taking what is there instead of waiting to fill the batch ("smart batching") lets the
         batch size follow the load: pages that arrive while a batch is being decided make up
-        the next one, so a page waits about one batch, never a fixed linger on top.
+        the next one. The worker asks for a linger only to keep its batches at most
+        ``batch_interval_ms`` apart (``Worker._linger_ms``).
         """
+        called = time.monotonic()
         self._follow_generations()
         with kafka_errors("polling pages"):
             first = self._consumer.poll(max_wait_ms / 1000)
             if first is None:
                 return []
-            rest = self._consumer.consume(max_records - 1, 0) if max_records > 1 else []
+            more = max_records - 1
+            linger_s = max(0.0, called + linger_ms / 1000 - time.monotonic())
+            rest = self._consumer.consume(more, linger_s) if more > 0 else []
             messages = [first, *rest]
         records = [record_of(m) for m in messages if not self._failed(m)]
         return self._still_assigned(records)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -177,6 +178,31 @@ def test_kafka_keyed_idempotent_produce_and_group_consume(
     partitions_of_key = {(r.key, r.partition) for r in records}
     assert len(partitions_of_key) == 10  # one partition per key
     assert {r.partition for r in records} == {0, 1, 2, 3}
+
+
+def test_a_poll_with_a_linger_takes_the_records_that_arrive_until_the_batch_is_full(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    """``linger_ms`` 0 takes what is fetched; a linger waits for later records (here for as
+    long as it takes: the batch ends when it is full, not when the linger is over)."""
+    topic = kafka_topic(partitions=1)
+    consumer = _consumer(kafka_broker, topic)
+    produce_all(kafka_broker.settings, topic, [(b"k", b"first")])
+    alone = _poll(consumer, 1)
+    assert [r.value for r in alone] == [b"first"]  # nothing else was there to take
+    produce_all(kafka_broker.settings, topic, [(b"k", b"second")])
+    later = threading.Timer(
+        0.5,
+        produce_all,
+        (kafka_broker.settings, topic, [(b"k", f"late{i}".encode()) for i in range(3)]),
+    )
+    later.start()
+    try:
+        batch = consumer.poll_batch(4, 30_000, linger_ms=120_000)
+    finally:
+        later.join()
+        consumer.close()
+    assert [r.value for r in batch] == [b"second", b"late0", b"late1", b"late2"]
 
 
 def test_kafka_transactional_consume_process_produce(

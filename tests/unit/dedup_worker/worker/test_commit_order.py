@@ -99,6 +99,7 @@ class StandInConsumer:
         self.rebalances = 0
         self.revoked_at: dict[Partition, int] = {}
         self.polls: list[list[tuple[int, int]]] = []  # (partition, offset) of each poll
+        self.lingers: list[int] = []  # the linger_ms each poll was given
         #: Called at the start of poll number n (1-based), in the polling thread.
         self.on_poll: dict[int, Callable[[], None]] = {}
         self.closed = False
@@ -107,8 +108,9 @@ class StandInConsumer:
     def _enter(self) -> None:
         assert self._busy.acquire(blocking=False), "the consumer is used by two threads at once"
 
-    def poll_batch(self, max_records: int, max_wait_ms: int) -> list[Record]:
+    def poll_batch(self, max_records: int, max_wait_ms: int, linger_ms: int = 0) -> list[Record]:
         self._enter()
+        self.lingers.append(linger_ms)
         try:
             hook = self.on_poll.get(len(self.polls) + 1)
             if hook is not None:
@@ -264,10 +266,17 @@ class Rig:
         return Counter(d.url for d in self.broker.decisions() if not d.corrects)
 
 
-def rig(pages: int = 22, partitions: int = 3, batch: int = 4, transactional: bool = True) -> Rig:
+def rig(
+    pages: int = 22,
+    partitions: int = 3,
+    batch: int = 4,
+    transactional: bool = True,
+    interval_ms: int = 0,
+) -> Rig:
     env = {
         "NEARDUP_REDIS_URL": "memory",
         "NEARDUP_BATCH_MAX_RECORDS": str(batch),
+        "NEARDUP_BATCH_INTERVAL_MS": str(interval_ms),
         "NEARDUP_BACKOFF_MAX_MS": "10",
         "NEARDUP_TRANSACTIONAL": "on" if transactional else "off",
     }
@@ -320,6 +329,21 @@ def test_a_backlog_is_prefetched_yet_each_batch_commits_before_the_next_is_decid
     assert len(r.consumer.polls) >= 7  # six full batches, then a poll that finds nothing new
     assert r.worker.metrics.value("neardup_worker_prefetched_batches_total") == 6
     assert r.decided_once() == Counter(all_urls(r.broker))
+
+
+def test_batches_wait_out_the_interval_since_the_previous_batch_and_no_longer() -> None:
+    """With ``batch_interval_ms`` a poll may linger for the rest of the interval since the
+    previous batch's poll (never more, never on the first batch); without it, never."""
+    r = rig(pages=6, partitions=1, batch=100, interval_ms=5_000)
+    r.worker.step()
+    r.worker.step()
+    first, second = r.consumer.lingers[:2]
+    assert first == 0  # no batch before it: nothing to space it from
+    assert 4_000 < second <= 5_000  # a batch was polled a moment ago
+    plain = rig(pages=6, partitions=1, batch=100)
+    plain.worker.step()
+    plain.worker.step()
+    assert plain.consumer.lingers[:2] == [0, 0]
 
 
 def test_a_failed_decide_rewinds_and_redoes_the_batch() -> None:
