@@ -14,9 +14,11 @@ topics rolling as generations (``--generations on``, the embedded default) or no
 project's producer, as the crawler sends them (5 ms linger, keyed by host), each stamped with
 its send time as ``fetched_at``; decisions are read back with the project's reader. Per window
 it prints the decision latency (send -> decision read here) p50/p99/max of the pages sent in
-it, the broker's and Redis's resident memory, the topic generations alive and the load
-average. At the end: pages without a decision (must be 0), and p99 of the last window against
-the first (target: within 1.5x) and the broker's memory (target: bounded).
+it, the broker's and Redis's resident memory, the topic generations alive, the load average,
+each process's CPU and the CPU time of a fixed piece of work (if it grows, the machine got
+slower, not the stack). At the end: pages without a decision (must be 0), and p99 of the
+last window against the first (target: within 1.5x) and the broker's memory (target:
+bounded).
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ _FETCHED_AT = re.compile(rb'"fetched_at":([0-9.e+]+)')
 _PAGE = re.compile(rb'"url":"https://[^/"]+/p([0-9]+)"')
 _CORRECTS = re.compile(rb'"corrects":true')
 MIB = 1024 * 1024
+#: A fixed piece of pure-Python work, timed in its own process once per window: its CPU time
+#: shows whether the machine itself got slower (a virtual machine on a busy host) when every
+#: process of the stack uses more CPU for the same load. ~0.37 s on this machine when idle.
+_PROBE = (
+    "import time\nt = time.process_time()\ns = 0\nfor i in range(3_000_000):\n    s += i * i % 7\n"
+    "print(time.process_time() - t)"
+)
 
 
 @dataclass
@@ -203,7 +212,7 @@ class Soak:
             f"broker RSS {_rss(self.stack.kafka.pid)} MiB, redis RSS "
             f"{_rss(self.stack.redis.pid)} MiB; {self._generations()}; "
             f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU % of a core: "
-            f"{self.meter.report() if self.meter else '-'}",
+            f"{self.meter.report() if self.meter else '-'}; fixed work {_probe_cpu()}",
             flush=True,
         )
         self.meter = self._cpu_meter()
@@ -240,6 +249,14 @@ class Soak:
             f"(target <= 1.5x); broker RSS at the end {_rss(self.stack.kafka.pid)} MiB"
         )
         return 0 if missing == 0 else 1
+
+
+def _probe_cpu() -> str:
+    """CPU seconds the fixed ``_PROBE`` work took in a fresh interpreter."""
+    found = subprocess.run(
+        [sys.executable, "-c", _PROBE], check=True, capture_output=True, text=True
+    )
+    return f"{float(found.stdout):.3f} s CPU"
 
 
 def _rss(pid: int | None) -> str:
