@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
+from confluent_kafka import Consumer, TopicPartition
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -34,6 +35,7 @@ from dedup_worker.adapters.kafka import (
     next_offsets,
     produce_all,
 )
+from dedup_worker.adapters.kafka.consumer import wake_fetchers
 from dedup_worker.errors import BrokerError
 from neardup.errors import StackError
 from neardup.servers.process import wait_until
@@ -203,6 +205,37 @@ def test_a_poll_with_a_linger_takes_the_records_that_arrive_until_the_batch_is_f
         later.join()
         consumer.close()
     assert [r.value for r in batch] == [b"second", b"late0", b"late1", b"late2"]
+
+
+def test_waking_the_fetchers_resumes_each_partition_where_the_application_left_it(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    """``wake_fetchers`` (run after a revoke callback unassigned a topic generation) seeks the
+    kept partitions to their own positions: nothing is skipped or read twice, and a partition
+    not read yet is not touched."""
+    topic = kafka_topic(partitions=2)
+    produce_all(kafka_broker.settings, topic, [(b"k", f"a{i}".encode()) for i in range(10)])
+    consumer = Consumer(
+        kafka_broker.settings.client_config(
+            {"group.id": f"{topic}-wake", "enable.auto.commit": False}
+        )
+    )
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30) for p in (0, 1)}
+        read = next(p for p, (low, high) in ends.items() if high > low)  # the key's partition
+        consumer.assign([TopicPartition(topic, read, 0), TopicPartition(topic, 1 - read)])
+        first = [m.value() for m in consumer.consume(4, 30)]
+        wake_fetchers(consumer)
+        produce_all(kafka_broker.settings, topic, [(b"k", f"b{i}".encode()) for i in range(3)])
+        rest: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(rest) < 9 and time.monotonic() < deadline:
+            rest += [m.value() for m in consumer.consume(9, 1) if m.error() is None]
+        assert first == [f"a{i}".encode() for i in range(4)]
+        assert rest == [*(f"a{i}".encode() for i in range(4, 10)), b"b0", b"b1", b"b2"]
+        assert consumer.position([TopicPartition(topic, 1 - read)])[0].offset < 0  # untouched
+    finally:
+        consumer.close()
 
 
 def test_kafka_transactional_consume_process_produce(
