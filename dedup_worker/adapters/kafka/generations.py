@@ -18,7 +18,8 @@ Every process decides from the broker's state alone, so they agree without talki
   any older one its group has not consumed to the end (:func:`live_generations`); a record
   that lands late in an older generation makes it live again, so nothing there is stranded;
 - a reader (no group) reads every new generation from its start and lets an older one go
-  once it read it to the log end (an open transaction keeps it), and takes it back if the end
+  once it read it to the log end (an open transaction keeps it) and producers had time to
+  leave it (``LET_GO_AFTER_S``), and takes it back if the end
   moves later (a producer that had not re-read the metadata yet; ``reader_generations.py``);
 - the roller (``roller.py``, one per stack) rolls once a partition of the current generation
   holds ``roll_records`` offsets, and deletes an old generation only once no client can be

@@ -4,8 +4,8 @@ A :class:`~dedup_worker.adapters.kafka.reader.TopicReader` of a rolling topic re
 generations through a :class:`GenerationFollower`: the start positions apply to the current
 generation ("beginning": every generation still there); a newer generation is read from its
 start as soon as it appears, and an older one is let go once read to its log end (an open
-transaction keeps it), taken back if its end moves later (a producer that had not re-read
-the metadata yet).
+transaction keeps it) and older for ``LET_GO_AFTER_S`` (producers still write to it that
+long), taken back if its end moves later (a producer that had not re-read the metadata yet).
 
 The reader never joins a group; it marks what it fetches under its own marker group: HELD
 before it assigns a generation, RELEASED after it unassigned it, so the roller never deletes a
@@ -29,6 +29,7 @@ from dedup_worker.adapters.kafka.errors import kafka_errors
 from dedup_worker.adapters.kafka.generations import (
     FOLLOW_S,
     HELD,
+    REFRESH_S,
     RELEASED,
     SETTLED_AFTER,
     current_generation,
@@ -43,6 +44,12 @@ from dedup_worker.errors import BackendUnavailable
 
 logger = logging.getLogger(__name__)
 
+#: A generation older than the current one is let go only once a look found it older this
+#: long before: producers re-read which generation is current every ``REFRESH_S``, so records
+#: keep landing in it for about that long after a roll. Let go at the first look, such a record
+#: made the reader take the generation back at the next one: its decisions ~3 s late (a few
+#: hundred pages a time, 2-5 times in 10 minutes of the 1,000 pages/s soak).
+LET_GO_AFTER_S = 2 * REFRESH_S
 #: Where a reader starts: the oldest record, the end of the topic as it is now, or given
 #: offsets (partitions not named start at the end).
 Start = Literal["beginning", "end"] | Mapping[int, int]
@@ -64,6 +71,8 @@ class GenerationFollower:
         self._placed: dict[Partition, int] = {}
         #: Generations read out and let go: where each partition stopped.
         self._gone: dict[str, dict[int, int]] = {}
+        #: When a look first found each fetched generation older than the current one.
+        self._older_since: dict[str, float] = {}
         self._due = 0.0
 
     def start(self, start: Start, wait_s: float) -> dict[int, int]:
@@ -122,9 +131,12 @@ class GenerationFollower:
             logger.info("reading generations %s", [name for name, _ in added])
         self._look_at_gone(found)
         current = current_generation([n for n, _, _ in found]) or 0
+        now = time.monotonic()
         for n, name, _ in found:
-            if n < current and name in self.assigned and self._read_out(name):
-                self._let_go(name)
+            if n < current and name in self.assigned:
+                since = self._older_since.setdefault(name, now)
+                if now - since >= LET_GO_AFTER_S and self._read_out(name):
+                    self._let_go(name)
 
     def _look_at_gone(self, found: list[Generation]) -> None:
         existing = {name for _, name, _ in found}
@@ -170,6 +182,7 @@ class GenerationFollower:
 
     def _let_go(self, topic: str) -> None:
         partitions = self.assigned.pop(topic)
+        self._older_since.pop(topic, None)
         self._gone[topic] = self.positions_of(topic, partitions)
         # Stop fetching first, then tell the roller: it may delete the topic from then on.
         with kafka_errors(f"unassigning {topic}"):

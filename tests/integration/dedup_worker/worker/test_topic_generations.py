@@ -6,6 +6,7 @@ fetching what is deleted (a client that did would crash this process: see
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -155,6 +156,49 @@ def test_a_reader_releases_the_generations_it_read_when_it_closes(
     assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: HELD}] * 2
     reader.close()
     assert [admin.committed(markers, topic, [0]) for topic in read] == [{0: RELEASED}] * 2
+
+
+def test_a_reader_keeps_an_older_generation_while_producers_may_still_write_to_it(
+    kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Producers re-read which generation is current every second, so records land in the one
+    # before for about that long after a roll. A reader that let it go at the first look took
+    # it back at the next: those decisions came ~3 s late.
+    decisions = f"decisions-late-{time.monotonic_ns()}"
+    settings = KafkaSettings(kafka_broker.bootstrap).rolling_topics(decisions)
+    admin = TopicAdmin(settings)
+    admin.create([decisions], 1)  # generation 0
+    admin.create([generation_name(decisions, 1)], 1)  # the spare
+    produce_all(settings, decisions, [(b"k", b"before")])  # into generation 0, current
+    reader = kafka.TopicReader(settings, decisions)
+    reader.start("beginning")
+    values: list[bytes] = []
+
+    def read(count: int) -> Callable[[], bool]:
+        def step() -> bool:
+            values.extend(r.value or b"" for r in reader.poll(0.2))
+            return len(values) >= count
+
+        return step
+
+    def looked_at_the_roll() -> bool:
+        reader.poll(0.2)
+        return "decisions-late" in caplog.text and ".g2'" in caplog.text
+
+    with caplog.at_level(logging.INFO, logger="dedup_worker.adapters.kafka.reader_generations"):
+        wait_until(read(1), "the first record")
+        admin.create([generation_name(decisions, 2)], 1)  # a roll: generation 0 is older now
+        wait_until(looked_at_the_roll, "the reader's look at the roll")
+        # A producer that has not re-read the metadata yet, right after that look:
+        produce_all(KafkaSettings(kafka_broker.bootstrap), generation_name(decisions, 0), [
+            (b"k", b"late")
+        ])  # fmt: skip
+        wait_until(read(2), "the late record")
+        let_go = f"read generation {generation_name(decisions, 0)} to its end"
+        wait_until(lambda: reader.poll(0.2) is not None and let_go in caplog.text, let_go)
+    reader.close()
+    assert values == [b"before", b"late"]
+    assert "reading it again" not in caplog.text
 
 
 def test_a_reader_resumed_from_saved_offsets_reads_every_generation_still_there(
