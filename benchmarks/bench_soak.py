@@ -83,6 +83,7 @@ class Soak:
         self.sent = 0
         self.decided: set[int] = set()
         self.printed = 0
+        self.printing = threading.Lock()
         self.started = 0.0
         self.meter: CpuMeter | None = None
         self.trace = args.trace.open("w") if args.trace else None
@@ -163,15 +164,26 @@ class Soak:
         sender.flush()
 
     def _read(self, reader: TopicReader, worker: subprocess.Popen[bytes]) -> None:
-        """Read decisions and print each window once the next one is half over (its pages'
-        decisions are in by then)."""
+        """Read decisions until the last page is sent. Windows are printed by another thread:
+        a print takes ~0.5 s (an admin client, the fixed-work probe), and made here it held
+        every decision in flight that long (seen as a burst of late pages at each print)."""
+        printer = threading.Thread(target=self._print_windows, daemon=True)
+        printer.start()
         while time.time() - self.started < self.duration_s:
             self._take(reader.poll(0.1))
             if worker.poll() is not None:
                 raise SystemExit(f"the worker exited: see {self.workdir / 'worker.log'}")
-            done = int((time.time() - self.started - self.window_s / 2) // self.window_s)
-            while self.printed < done:
-                self._print_window(self.printed)
+
+    def _print_windows(self) -> None:
+        """Print each window once the next one is half over (its pages' decisions are in)."""
+        while self.printed < len(self.windows) - 1:
+            due = self.started + (self.printed + 1.5) * self.window_s
+            if time.time() < due:
+                time.sleep(min(1.0, due - time.time()))
+                continue
+            with self.printing:
+                if self.printed < len(self.windows) - 1:
+                    self._print_window(self.printed)
 
     def _take(self, records: list[Record]) -> None:
         now = time.time()
@@ -198,16 +210,17 @@ class Soak:
             if records:
                 last = time.monotonic()
                 self._take(records)
-        while self.printed < len(self.windows):
-            self._print_window(self.printed)
+        with self.printing:
+            while self.printed < len(self.windows):
+                self._print_window(self.printed)
 
     def _print_window(self, index: int) -> None:
-        window = self.windows[index]
-        ms = np.array(window.latencies) * 1000 if window.latencies else np.array([np.nan])
+        latencies = list(self.windows[index].latencies)  # a copy: the reader still appends
+        ms = np.array(latencies) * 1000 if latencies else np.array([np.nan])
         p50, p99 = np.percentile(ms, [50, 99])
         print(
             f"window {index + 1} ({index * self.args.window_minutes}-"
-            f"{(index + 1) * self.args.window_minutes} min): {len(window.latencies)} pages, "
+            f"{(index + 1) * self.args.window_minutes} min): {len(latencies)} pages, "
             f"latency p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {np.nanmax(ms):.0f} ms; "
             f"broker RSS {_rss(self.stack.kafka.pid)} MiB, redis RSS "
             f"{_rss(self.stack.redis.pid)} MiB; {self._generations()}; "
