@@ -22,6 +22,25 @@ logger = logging.getLogger("dedup_worker.adapters.kafka")
 #: librdkafka's own log lines (it logs little unless ``debug`` is set).
 _client_logger = logger.getChild("librdkafka")
 
+
+class _DeletedTopicsAtDebug(logging.Filter):
+    """librdkafka logs at INFO, at its next metadata refresh (every 5 min), that a topic the
+    client used is gone: "partition count changed from N to 0". With rolling topic generations
+    that is a line per deleted generation and client, in bursts of ~60 every 5 minutes in a
+    worker's log; the roller logs each deletion already. Such lines go to DEBUG instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.levelno != logging.INFO or not args or args[0] != "PARTCNT":
+            return True
+        if not str(args[-1]).endswith(" to 0"):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return _client_logger.isEnabledFor(logging.DEBUG)
+
+
+_client_logger.addFilter(_DeletedTopicsAtDebug())
+
 #: The partitioner of every producer: Kafka's default (murmur2 of the key, as the Java client
 #: computes it; keyless records go to a random partition). The crawler's pages and the
 #: worker's decisions are keyed by host, and any Kafka client outside this project partitions

@@ -7,6 +7,7 @@ cluster slot, keyed/idempotent/transactional Kafka with Tansu and the project's 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -236,6 +237,52 @@ def test_waking_the_fetchers_resumes_each_partition_where_the_application_left_i
         assert consumer.position([TopicPartition(topic, 1 - read)])[0].offset < 0  # untouched
     finally:
         consumer.close()
+
+
+def test_a_deleted_topic_is_logged_at_debug_by_the_clients_that_used_it(
+    kafka_broker: KafkaBroker,
+    kafka_topic: Callable[..., str],
+    kafka_admin: TopicAdmin,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """librdkafka reports at INFO that a deleted topic's partition count "changed from N to 0"
+    (at its next metadata refresh); with rolling generations that was a line per deleted
+    generation and client, in bursts every 5 minutes. The project's settings log it at
+    DEBUG."""
+    topic = kafka_topic(partitions=2)
+    settings = kafka_broker.settings.rolling_topics(topic)  # never created again by a refresh
+    # librdkafka takes a topic for gone once it was missing for the propagation time (30 s)
+    config = settings.client_config(
+        {"topic.metadata.refresh.interval.ms": 300, "topic.metadata.propagation.max.ms": 500}
+    )
+    producer = Producer(config)
+    try:
+        producer.produce(topic, b"v", b"k")
+        assert producer.flush(30) == 0
+        kafka_admin.delete([topic])
+        caplog.set_level(logging.DEBUG, logger="dedup_worker.adapters.kafka.librdkafka")
+
+        def logged() -> bool:
+            producer.poll(0.1)  # serves librdkafka's log lines on this thread
+            return bool(_partcnt_lines(caplog, topic))
+
+        assert wait_until(logged, timeout=30), "librdkafka never saw the topic gone"
+    finally:
+        producer.flush(5)
+    levels = {level for level, _ in _partcnt_lines(caplog, topic)}
+    assert levels == {logging.DEBUG}
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="dedup_worker.adapters.kafka.librdkafka")
+    producer.poll(1.0)  # further refreshes: nothing about it at INFO or above
+    assert not _partcnt_lines(caplog, topic)
+
+
+def _partcnt_lines(caplog: pytest.LogCaptureFixture, topic: str) -> list[tuple[int, str]]:
+    return [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if "PARTCNT" in r.getMessage() and f"Topic {topic} " in r.getMessage()
+    ]
 
 
 def test_kafka_transactional_consume_process_produce(
