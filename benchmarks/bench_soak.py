@@ -24,6 +24,7 @@ bounded).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import subprocess
@@ -327,7 +328,17 @@ def main() -> None:
     parser.add_argument(
         "--trace", type=Path, help="write 'send time,latency' of every 10th page here (CSV)"
     )
+    parser.add_argument(
+        "--log",
+        type=Path,
+        help="write this script's own clients' log (its decisions reader, the roller) here, "
+        "at INFO with millisecond times, to set beside --trace and --keep-log",
+    )
     args = parser.parse_args()
+    if args.log:
+        logging.basicConfig(
+            filename=args.log, level=logging.INFO, format="%(asctime)s %(name)s: %(message)s"
+        )
     kind = f"{args.words} words" if args.corpus is None else f"texts of {args.corpus}"
     kind += f", {args.stream}"
     print(
