@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Iterable
 
@@ -97,3 +98,23 @@ def test_no_capacity_keeps_nothing_and_a_negative_one_is_refused() -> None:
     assert len(cache) == 0
     with pytest.raises(ValueError, match="capacity"):
         RecordCache(-1)
+
+
+def test_cached_records_are_not_walked_by_the_garbage_collector() -> None:
+    """A full cache must not make every full collection longer (a pause mid-batch)."""
+    cache = RecordCache(5000)
+
+    def fetch(missing: set[int]) -> dict[int, DocRecord]:
+        return {i: _record(i) for i in missing}
+
+    gc.collect()
+    before = len(gc.get_objects())
+    cache.get_many(range(5000), fetch)
+    gc.collect()
+    assert len(cache) == 5000
+    assert len(gc.get_objects()) - before < 100
+    assert cache.get_many([7], lambda missing: pytest.fail("read")) == {7: _record(7)}
+
+
+def _record(i: int) -> DocRecord:
+    return DocRecord(i, f"https://h.example/{i}", "h.example", 1.0, i, "c", "unique", sketch=b"s")
