@@ -8,6 +8,7 @@ nothing from the engine; candidates per probe come from each decision's evidence
 from __future__ import annotations
 
 import collections
+import gc
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,8 @@ logger = logging.getLogger(__name__)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 _SIZE_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 _CANDIDATE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+#: CPython's oldest generation: collecting it is a full collection.
+_OLDEST = 2
 
 
 class WorkerMetrics:
@@ -73,6 +76,13 @@ class WorkerMetrics:
             buckets=_CANDIDATE_BUCKETS,
             registry=self.registry,
         )
+        self.gc_pause_seconds = Histogram(
+            "neardup_worker_gc_pause_seconds",
+            "one cyclic garbage collection of the process (it holds every thread), by generation",
+            ["generation"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.lag = Gauge(
             "neardup_worker_consumer_lag",
             "records behind the end of the partition",
@@ -112,6 +122,44 @@ class WorkerMetrics:
         """A sample's current value (0 if absent): for tests and the benchmark."""
         found = self.registry.get_sample_value(name, dict(labels or {}))
         return 0.0 if found is None else found
+
+
+class GcPauses:
+    """Times the process's cyclic garbage collections while entered (``gc.callbacks``).
+
+    A collection runs in whichever thread allocates and holds the interpreter lock throughout,
+    so a long one stalls the batch in flight: the worker's decision latency cannot be lower.
+    Full collections walk every long-lived object the worker keeps (start-up's are frozen,
+    ``main.run``; the record cache's are untracked, ``core.record_cache``); their longest since
+    the last progress line is logged with it.
+    """
+
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self._histogram = metrics.gc_pause_seconds
+        self._started = 0.0
+        self._longest_full = 0.0
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def take_longest_full(self) -> float:
+        """The longest full collection (seconds) since the last call; 0.0 if none ran."""
+        longest, self._longest_full = self._longest_full, 0.0
+        return longest
+
+    def _observe(self, phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._started
+        generation = info["generation"]
+        self._histogram.labels(str(generation)).observe(pause)
+        if generation == _OLDEST:
+            self._longest_full = max(self._longest_full, pause)
 
 
 class InstrumentedIndex:

@@ -7,7 +7,7 @@ import time
 
 from dedup_worker.adapters.kafka import Offsets, offsets_text
 from dedup_worker.worker.batching import Batch, Encoded, Progress, Timing
-from dedup_worker.worker.metrics import WorkerMetrics
+from dedup_worker.worker.metrics import GcPauses, WorkerMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -18,8 +18,9 @@ PROGRESS_INTERVAL_S = 10.0
 class BatchReporter:
     """Counts committed batches into the metrics and the periodic progress line."""
 
-    def __init__(self, metrics: WorkerMetrics) -> None:
+    def __init__(self, metrics: WorkerMetrics, gc_pauses: GcPauses | None = None) -> None:
         self.metrics = metrics
+        self.gc_pauses = gc_pauses or GcPauses(metrics)
         self._progress = Progress(time.monotonic())
 
     def committed(
@@ -61,12 +62,18 @@ class BatchReporter:
         if now - progress.since < PROGRESS_INTERVAL_S:
             return
         rate = progress.records / (now - progress.since)
+        gc_ms = self.gc_pauses.take_longest_full() * 1000
         logger.info(
-            "%d records in %.0f s (%.0f/s); committed up to %s",
+            "%d records in %.0f s (%.0f/s); committed up to %s%s",
             progress.records,
             now - progress.since,
             rate,
             offsets_text(progress.offsets),
-            extra={"records": progress.records, "records_per_s": round(rate, 1)},
+            f"; longest full GC {gc_ms:.0f} ms" if gc_ms else "",
+            extra={
+                "records": progress.records,
+                "records_per_s": round(rate, 1),
+                "gc_full_longest_ms": round(gc_ms, 1),
+            },
         )
         self._progress = Progress(now)

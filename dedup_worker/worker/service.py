@@ -73,7 +73,7 @@ from dedup_worker.errors import BackendUnavailable, ContractError, NeardupError
 from dedup_worker.worker.batching import Backoff, Batch, Encoded, Timing, encode_decisions
 from dedup_worker.worker.config import WorkerConfig
 from dedup_worker.worker.intake import Intake, record_fields
-from dedup_worker.worker.metrics import WorkerMetrics
+from dedup_worker.worker.metrics import GcPauses, WorkerMetrics
 from dedup_worker.worker.ports import Engine, PageSource, Publisher
 from dedup_worker.worker.reporting import BatchReporter
 
@@ -105,7 +105,8 @@ class Worker:
         self._intake = Intake(config, clock)
         self._backoff = Backoff(cap_s=config.backoff_max_ms / 1000)
         self._lag_due = 0.0
-        self._reporter = BatchReporter(self.metrics)
+        self._gc_pauses = GcPauses(self.metrics)
+        self._reporter = BatchReporter(self.metrics, self._gc_pauses)
         # One thread that polls, decodes and prepares the next batch while this one is decided
         # (its Redis waits release the GIL). Only used when batches come full, i.e. a backlog:
         # at lower load a batch should take the pages that arrive while the previous one runs.
@@ -126,8 +127,9 @@ class Worker:
         mode = "transactional" if self.producer.transactional else "at-least-once"
         logger.info("worker running (%s): %s", mode, self.config.describe())
         try:
-            while not self._stop.is_set():
-                self.step()
+            with self._gc_pauses:
+                while not self._stop.is_set():
+                    self.step()
         finally:
             self._close()
 
