@@ -31,6 +31,7 @@ __all__ = [
     "BrokerError",
     "OwnershipLost",
     "ProducerFenced",
+    "fatal_cause",
     "kafka_errors",
     "translate",
     "translate_error",
@@ -92,10 +93,31 @@ def translate(exc: KafkaException, what: str) -> NeardupError:
     return translate_error(error, what)
 
 
+def fatal_cause(exc: BaseException) -> KafkaException | None:
+    """The KafkaException that ``exc`` is or wraps, else None.
+
+    A client that failed for good (a fenced producer, say) sets the fatal error as a Python
+    exception while librdkafka serves callbacks; when a delivery report follows in the same
+    ``flush``/``poll``, CPython raises ``SystemError: ... returned a result with an exception
+    set`` around it (confluent-kafka-python's delivery callback does not check for it). Seen
+    with confluent-kafka 2.16.1 on every fenced producer closed with records still queued.
+    """
+    if isinstance(exc, KafkaException):
+        return exc
+    if isinstance(exc, SystemError):
+        cause = exc.__cause__ or exc.__context__
+        return cause if isinstance(cause, KafkaException) else None
+    return None
+
+
 @contextmanager
 def kafka_errors(what: str) -> Iterator[None]:
-    """Re-raise confluent-kafka errors as NeardupErrors."""
+    """Re-raise confluent-kafka errors (also when wrapped, see ``fatal_cause``) as
+    NeardupErrors."""
     try:
         yield
-    except KafkaException as exc:
-        raise translate(exc, what) from exc
+    except (KafkaException, SystemError) as exc:
+        cause = fatal_cause(exc)
+        if cause is None:
+            raise
+        raise translate(cause, what) from exc

@@ -10,7 +10,7 @@ from typing import Literal
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from dedup_worker.adapters.kafka.consumer import GroupMetadata
-from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
+from dedup_worker.adapters.kafka.errors import fatal_cause, kafka_errors, translate_error
 from dedup_worker.adapters.kafka.generations import Router
 from dedup_worker.adapters.kafka.records import Offsets, topic_partitions
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
@@ -119,13 +119,12 @@ class DecisionProducer:
         """Queue one record; waits (serving delivery reports) while the local queue is full."""
         topic = self._router.topic(topic)
         while True:
-            try:
-                self._producer.produce(topic, value, key)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as exc:
-                raise translate_error(exc.args[0], f"producing to {topic}") from exc
+            with kafka_errors(f"producing to {topic}"):
+                try:
+                    self._producer.produce(topic, value, key)
+                    return
+                except BufferError:
+                    self._producer.poll(0.05)
 
     def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None:
         """Transactional: commit the batch's records together with its offsets.
@@ -156,8 +155,11 @@ class DecisionProducer:
             try:
                 call(min(REQUEST_TIMEOUT_S, max(MIN_CALL_TIMEOUT_S, left)))
                 return
-            except KafkaException as exc:
-                error = exc.args[0]
+            except (KafkaException, SystemError) as exc:
+                cause = fatal_cause(exc)
+                if cause is None:
+                    raise
+                error = cause.args[0]
                 again = error.retriable() and not error.txn_requires_abort()
                 if again and time.monotonic() < deadline:
                     logger.warning("%s: %s: %s; retrying", what, error.name(), error.str())
@@ -216,7 +218,18 @@ class DecisionProducer:
         self._replace_pending = False
 
     def close(self) -> None:
-        left = self._producer.flush(10)
+        """Deliver what is queued (up to 10 s) and drop the producer. One that failed for good
+        (fenced by a newer producer with its transactional id) cannot deliver: that is logged,
+        not raised over the error that ended the worker. Nothing is lost: its transaction is
+        aborted and its offsets were never committed, so the pages are redelivered."""
+        try:
+            with kafka_errors("closing the producer"):
+                left = self._producer.flush(10)
+        except NeardupError as exc:
+            logger.error(
+                "producer closed with %d records not delivered: %s", len(self._producer), exc
+            )
+            return
         if left:
             logger.warning("producer closed with %d records not acknowledged", left)
 

@@ -349,6 +349,28 @@ def test_kafka_aborted_transaction_commits_no_offsets_and_fences_zombies(
     consumer.close()
 
 
+def test_kafka_fenced_producer_closes_with_queued_records_and_says_why(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A worker stopped (or failing) after a newer one took its transactional id, with decisions
+    # still queued: close() must not raise over the error that ended it. confluent-kafka 2.16.1
+    # raised SystemError from flush here every time, which hid the cause.
+    topic = kafka_topic(partitions=1)
+    zombie = _producer(kafka_broker, topic)
+    successor = _producer(kafka_broker, topic)  # fences the zombie
+    zombie.begin()
+    for n in range(5):
+        zombie.send(topic, None, f"zombie{n}".encode())
+    with caplog.at_level(logging.ERROR, logger="dedup_worker.adapters.kafka.producer"):
+        zombie.close()
+    closing = [r.getMessage() for r in caplog.records if r.name.endswith("kafka.producer")]
+    assert any(
+        "records not delivered" in m and "another producer with this transactional id" in m
+        for m in closing
+    ), closing
+    successor.close()
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="Tansu 0.6.0-510f3e2 sends an empty aborted_transactions list in Fetch responses, "
