@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -14,7 +15,7 @@ from dedup_worker.adapters.kafka.errors import fatal_cause, kafka_errors, transl
 from dedup_worker.adapters.kafka.generations import Router
 from dedup_worker.adapters.kafka.records import Offsets, topic_partitions
 from dedup_worker.adapters.kafka.settings import REQUEST_TIMEOUT_S, KafkaSettings
-from dedup_worker.errors import BackendUnavailable, NeardupError
+from dedup_worker.errors import BackendUnavailable, NeardupError, ProducerFenced
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,10 @@ class DecisionProducer:
         self._router = Router(settings, self._producer)
         self._in_transaction = False
         self._replace_pending = False  # an abort could not replace the producer yet
+        #: A newer producer initialised our transactional id. The broker aborted our open
+        #: transaction then; aborting again can only time out, and replacing this producer
+        #: would initialise the id once more and fence the newer one in turn.
+        self._fenced = False
 
     def _connect(self) -> Producer:
         if not self.transactional:
@@ -111,7 +116,7 @@ class DecisionProducer:
             self._replace()  # BackendUnavailable while the broker is still away: retried later
         self._router.refresh_if_due()
         if self.transactional:
-            with kafka_errors("beginning a transaction"):
+            with self._noting_fences("beginning a transaction"):
                 self._producer.begin_transaction()
             self._in_transaction = True
 
@@ -119,7 +124,7 @@ class DecisionProducer:
         """Queue one record; waits (serving delivery reports) while the local queue is full."""
         topic = self._router.topic(topic)
         while True:
-            with kafka_errors(f"producing to {topic}"):
+            with self._noting_fences(f"producing to {topic}"):
                 try:
                     self._producer.produce(topic, value, key)
                     return
@@ -174,14 +179,14 @@ class DecisionProducer:
                         "%s: %s: %s; %s: the batch is aborted and redone",
                         *(what, error.name(), error.str(), why),
                     )
-                raise translate_error(error, what) from exc
+                raise self._noted(translate_error(error, what)) from exc
 
     def flush(self) -> None:
         """Non-transactional: wait until every record is acknowledged (or raise)."""
-        with kafka_errors("flushing decisions"):
+        with self._noting_fences("flushing decisions"):
             left = self._producer.flush(REQUEST_TIMEOUT_S)
         if self._delivery_error is not None:
-            raise translate_error(self._delivery_error, "delivering decisions")
+            raise self._noted(translate_error(self._delivery_error, "delivering decisions"))
         if left:
             raise BackendUnavailable(f"flushing decisions: {left} records not acknowledged")
 
@@ -192,6 +197,13 @@ class DecisionProducer:
         if not self._in_transaction:
             return
         self._in_transaction = False
+        if self._fenced:
+            logger.warning(
+                "not aborting under %s: a newer producer took the id, and that aborted this "
+                "producer's transaction",
+                self.transactional_id,
+            )
+            return
         try:
             with kafka_errors("aborting the transaction"):
                 self._producer.abort_transaction(REQUEST_TIMEOUT_S)
@@ -217,13 +229,28 @@ class DecisionProducer:
         self._router = Router(self._settings, self._producer)
         self._replace_pending = False
 
+    def _noted(self, error: NeardupError) -> NeardupError:
+        if isinstance(error, ProducerFenced):
+            self._fenced = True
+        return error
+
+    @contextmanager
+    def _noting_fences(self, what: str) -> Iterator[None]:
+        """``kafka_errors``, remembering a fence (see ``_fenced``)."""
+        try:
+            with kafka_errors(what):
+                yield
+        except ProducerFenced:
+            self._fenced = True
+            raise
+
     def close(self) -> None:
         """Deliver what is queued (up to 10 s) and drop the producer. One that failed for good
         (fenced by a newer producer with its transactional id) cannot deliver: that is logged,
         not raised over the error that ended the worker. Nothing is lost: its transaction is
         aborted and its offsets were never committed, so the pages are redelivered."""
         try:
-            with kafka_errors("closing the producer"):
+            with self._noting_fences("closing the producer"):
                 left = self._producer.flush(10)
         except NeardupError as exc:
             logger.error(

@@ -349,6 +349,34 @@ def test_kafka_aborted_transaction_commits_no_offsets_and_fences_zombies(
     consumer.close()
 
 
+def test_kafka_a_fenced_producer_does_not_fence_its_successor_on_the_way_out(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    # Tansu fails a fenced producer's offsets commit as abortable, not fatal; the abort then
+    # timed out (30 s) and abort() "replaced" the producer, initialising the id again: that
+    # fenced the successor, the live worker. A fenced producer now neither aborts nor replaces.
+    topic = kafka_topic(partitions=1)
+    produce_all(kafka_broker.settings, topic, [(None, b"page")])
+    consumer = _consumer(kafka_broker, topic)
+    records = _poll(consumer, 1)
+    zombie = _producer(kafka_broker, topic)
+    successor = _producer(kafka_broker, topic)  # fences the zombie
+    zombie.begin()
+    zombie.send(topic, None, b"zombie")
+    with pytest.raises(BrokerError, match="another producer with this transactional id"):
+        zombie.commit(next_offsets(records), consumer.group_metadata())
+    started = time.monotonic()
+    zombie.abort()
+    zombie.close()
+    assert time.monotonic() - started < 10
+    successor.begin()
+    successor.send(topic, None, b"successor")
+    successor.commit(next_offsets(records), consumer.group_metadata())
+    assert committed_offsets(kafka_broker.settings, f"{topic}-group", topic) == {0: 1}
+    successor.close()
+    consumer.close()
+
+
 def test_kafka_fenced_producer_closes_with_queued_records_and_says_why(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], caplog: pytest.LogCaptureFixture
 ) -> None:
