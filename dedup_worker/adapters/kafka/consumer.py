@@ -31,6 +31,15 @@ from dedup_worker.adapters.kafka.settings import GROUP_TIMEOUTS, KafkaSettings
 
 logger = logging.getLogger(__name__)
 
+#: How long ``close`` keeps polling to finish a rebalance it is part of before leaving.
+LEAVE_AFTER_REBALANCE_S = 10.0
+
+#: The longer group heartbeat of the two sets of timeouts (a member learns of a rebalance
+#: from a heartbeat's answer).
+HEARTBEAT_INTERVAL_MS = max(
+    GROUP_TIMEOUTS["heartbeat.interval.ms"], ROLLING_GROUP_TIMEOUTS["heartbeat.interval.ms"]
+)
+
 #: A rebalance callback: ("assigned" or "revoked", the partitions).
 RebalanceListener = Callable[[str, list[Partition]], None]
 
@@ -62,6 +71,7 @@ class PageConsumer:
         self.rebalances = 0
         #: The value of ``rebalances`` at each partition's last revocation.
         self._revoked_at: dict[Partition, int] = {}
+        self._awaiting_assignment = False  # revoked, and the rebalance's assignment not yet in
         fetch_max = max(52_428_800, max_message_bytes)
         #: A rolling topic (``generations.py``): the subscription follows its live generations,
         #: and cooperative rebalances add or drop one without revoking the others.
@@ -109,6 +119,7 @@ class PageConsumer:
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        self._awaiting_assignment = False
         if self._generations is not None:
             assigned = [(tp.topic, tp.partition) for tp in partitions]
             with kafka_errors("assigning generations"):
@@ -122,6 +133,7 @@ class PageConsumer:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        self._awaiting_assignment = True
         if self._generations is not None:
             # Stop fetching first (the wrapper would unassign after this callback), then
             # release: the roller may delete a generation once every partition is released.
@@ -220,10 +232,34 @@ class PageConsumer:
 
     def close(self) -> None:
         """Leave the group (its partitions move at once) without committing anything more."""
+        self._finish_rebalance()
         with kafka_errors("closing the pages consumer"):
             self._consumer.close()  # the revoke callback releases what it held
         if self._generations is not None:
             self._generations.stop()
+
+    def _finish_rebalance(self) -> None:
+        """Before leaving, see a rebalance this member is part of through (bounded).
+
+        Tansu (the embedded broker, 0.6.0) loses a group for good when its leader leaves while
+        the group is forming: the members left, and any that join later, wait forever for the
+        departed leader's assignment (its ``Inner<Forming>::leave`` keeps ``state.leader``;
+        an eviction after a missed heartbeat clears it). A worker stopping while another one
+        joined, e.g. a fenced one or a rolling restart, did exactly that: the survivor never got
+        a partition. So a member first polls for two heartbeats (it learns of a rebalance from
+        a heartbeat's answer) and, once revoked, until its new assignment. Records polled here
+        are not processed and their offsets are not committed: the next owner reads them again.
+        """
+        noticed_by = time.monotonic() + 2 * HEARTBEAT_INTERVAL_MS / 1000
+        deadline = time.monotonic() + LEAVE_AFTER_REBALANCE_S
+        with kafka_errors("finishing a rebalance before leaving the group"):
+            while time.monotonic() < (deadline if self._awaiting_assignment else noticed_by):
+                self._consumer.poll(0.1)
+        if self._awaiting_assignment:
+            logger.warning(
+                "leaving the group in the middle of a rebalance (no assignment within %.0f s)",
+                LEAVE_AFTER_REBALANCE_S,
+            )
 
 
 class Seekable(Protocol):

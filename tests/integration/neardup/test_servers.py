@@ -349,6 +349,27 @@ def test_kafka_aborted_transaction_commits_no_offsets_and_fences_zombies(
     consumer.close()
 
 
+def test_kafka_a_member_leaving_while_another_joins_leaves_it_every_partition(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    # A rolling restart: B joins, A (the group's leader) stops at once. Tansu 0.6.0 loses the
+    # group for good when its leader leaves while it is forming (no member is ever assigned a
+    # partition again), so PageConsumer.close() sees the rebalance through before leaving.
+    topic = kafka_topic(partitions=2)
+    produce_all(kafka_broker.settings, topic, [(None, f"page{n}".encode()) for n in range(10)])
+    first = _consumer(kafka_broker, topic)
+    assert _poll(first, 1)  # assigned (it is the group's leader)
+    second = _consumer(kafka_broker, topic)
+    seen: list[Record] = []
+    polling = threading.Thread(target=lambda: seen.extend(_poll(second, 10, timeout=40.0)))
+    polling.start()
+    time.sleep(0.2)  # the second one's join is under way
+    first.close()
+    polling.join()
+    second.close()
+    assert sorted(r.value for r in seen) == sorted(f"page{n}".encode() for n in range(10))
+
+
 def test_kafka_a_fenced_producer_does_not_fence_its_successor_on_the_way_out(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:

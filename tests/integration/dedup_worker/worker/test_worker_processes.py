@@ -176,3 +176,32 @@ def test_a_group_of_workers_ends_with_the_earliest_wins_answer(
     reader.close()
     assert check_against_oracle(reader.decisions, pages) > 300
     assert any(d.corrects for d in reader.decisions), "no race needed a correction"
+
+
+def test_two_workers_given_one_worker_id_the_fenced_one_says_so_and_no_page_is_lost(
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    redis_server: RedisServer,
+) -> None:
+    """A misconfiguration a user can make: two processes with one ``NEARDUP_WORKER_ID``. The
+    second one's producer fences the first, whose next commit fails: it must exit 1 with the
+    reason and what to fix (not a SystemError from closing its fenced producer with decisions
+    queued), and the survivor must decide every page, the fenced batch included."""
+    s = setup(redis_url=redis_server.url, partitions=2)
+    pages = family_stream(seed=3, families=30, members=3, singles=360)
+    reader = s.reader()
+    first = spawn(s.env)
+    wait_for_log(first, r"partitions assigned: \['")
+    with trickle(s.bootstrap, s.pages, pages, pause=0.1):
+        reader.read_until(lambda records: len(records) >= 60)
+        second = spawn(s.env)  # same NEARDUP_WORKER_ID: its producer fences the first's
+        assert first.wait(60) == 1, first.log_text()
+        log = first.full_log()
+        assert "worker stopped by an error" in log, first.log_text()
+        assert "do two workers share one NEARDUP_WORKER_ID?" in log, first.log_text()
+        assert "SystemError" not in log and "Traceback" not in log, first.log_text()
+        reader.wait_for_pages(pages)
+    assert second.terminate() == 0, second.log_text()
+    reader.settle(1.0)
+    reader.close()
+    check_against_oracle(reader.decisions, pages)
