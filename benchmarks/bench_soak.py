@@ -3,7 +3,7 @@
 Run from the repository root (package installed, e.g. ``pip install -e .``)::
 
     python benchmarks/bench_soak.py [--minutes 30] [--rate 1000] [--window-minutes 5]
-                                    [--generations on|off] [--generation-records 4000]
+                                    [--generations on|off] [--generation-records N]
                                     [--corpus corpus.jsonl [--stream renamed]]
 
 It starts the embedded stack (``neardup.stack.EmbeddedStack``: Tansu with memory storage and
@@ -103,7 +103,11 @@ class Soak:
             "NEARDUP_KAFKA_BOOTSTRAP": self.stack.bootstrap,
             "NEARDUP_REDIS_URL": self.stack.redis_url,
             "NEARDUP_TOPIC_GENERATIONS": a.generations,
-            "NEARDUP_GENERATION_RECORDS": str(a.generation_records),
+            **(
+                {"NEARDUP_GENERATION_RECORDS": str(a.generation_records)}
+                if a.generation_records
+                else {}
+            ),
             "NEARDUP_PARTITIONS": str(a.partitions),
             "NEARDUP_EXPECTED_PAGES": str(a.rate * int(self.duration_s) + 1000),
             "NEARDUP_WORKER_ID": "soak-worker",
@@ -301,7 +305,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000, help="offered load, pages/s")
     parser.add_argument("--window-minutes", type=float, default=5, help="report period")
     parser.add_argument("--generations", choices=["on", "off"], default="on")
-    parser.add_argument("--generation-records", type=int, default=4000)
+    parser.add_argument("--generation-records", type=int, default=0, help="0: the stack's default")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument(
         "--words",
@@ -344,7 +348,8 @@ def main() -> None:
     print(
         f"soak: {args.rate} pages/s of {kind} for {args.minutes:g} min, "
         f"generations {args.generations} transactions {args.transactional} "
-        f"({args.generation_records} records a partition), {args.partitions} partitions; "
+        f"({args.generation_records or 'default'} records a partition), "
+        f"{args.partitions} partitions; "
         f"uptime: {_uptime()}",
         flush=True,
     )

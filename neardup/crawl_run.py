@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from dedup_worker.adapters.kafka import (
+    MIN_ROLL_INTERVAL_S,
     GenerationRoller,
     KafkaSettings,
     ReaderThread,
@@ -337,6 +338,7 @@ def generation_roller(config: WorkerConfig, partitions: int) -> GenerationRoller
         roll_records=config.generation_records,
         partitions=partitions,
         replication=config.replication,
+        min_roll_s=MIN_ROLL_INTERVAL_S,
     )
 
 

@@ -53,7 +53,12 @@ from dedup_worker.adapters.kafka.records import (
     offsets_text,
     topic_partitions,
 )
-from dedup_worker.adapters.kafka.roller import GenerationRoller, RollerThread, RollStep
+from dedup_worker.adapters.kafka.roller import (
+    MIN_ROLL_INTERVAL_S,
+    GenerationRoller,
+    RollerThread,
+    RollStep,
+)
 from dedup_worker.adapters.kafka.settings import (
     GROUP_TIMEOUTS,
     PARTITIONER,
@@ -66,6 +71,7 @@ from dedup_worker.adapters.kafka.topics import TopicAdmin, ensure_topics
 
 __all__ = [
     "GROUP_TIMEOUTS",
+    "MIN_ROLL_INTERVAL_S",
     "PARTITIONER",
     "REQUEST_TIMEOUT_S",
     "SECURITY_SETTINGS",
