@@ -6,7 +6,8 @@ Run from the repository root (with the package installed, e.g. ``pip install -e 
                                       [--corpus corpus.jsonl [--stream renamed]]
 
 It starts its own redis-server on a loopback port, builds the engine exactly as the worker
-does (the worker's default configuration and backends, ``--record-cache`` overriding
+does (the worker's configuration and backends: defaults, any ``NEARDUP_*`` variable set in the
+environment, e.g. ``NEARDUP_DROP_STOP_WORDS=yes``, and ``--record-cache`` overriding
 ``NEARDUP_RECORD_CACHE``), and feeds it batches of 1,000 pages: by default the soak benchmark's
 pages (halves of 2,000 synthetic 900-word documents recombined, ``bench_soak.Pages``), or the
 texts of ``--corpus``, recombined the same way or renamed pass by pass (``--stream renamed``,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -124,11 +126,14 @@ def main() -> None:
     page = _pages(pages)
     agreement = Agreement(pages, args.pages) if args.stream == "renamed" else None
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)).start() as server:
-        env = {"NEARDUP_REDIS_URL": server.url, "NEARDUP_EXPECTED_PAGES": str(args.expected_pages)}
+        # Any other NEARDUP_* setting of this process applies too (e.g. NEARDUP_DROP_STOP_WORDS).
+        env = {k: v for k, v in os.environ.items() if k.startswith("NEARDUP_")}
+        env |= {"NEARDUP_REDIS_URL": server.url, "NEARDUP_EXPECTED_PAGES": str(args.expected_pages)}
         if args.record_cache is not None:
             env["NEARDUP_RECORD_CACHE"] = str(args.record_cache)
         config = load_config([], env)
         settings = engine_settings(config)
+        print(f"fingerprint {settings.version_tag}; {config.describe()}", flush=True)
         index, docs = build_backends(config, settings.version_tag)
         assert isinstance(index, RedisIndex)
         engine = DedupEngine(index, docs, settings, record_cache=config.record_cache)

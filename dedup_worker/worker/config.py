@@ -67,6 +67,7 @@ class WorkerConfig:
     table_replicas: int = 2
     shingle: int = 1
     tf_cap: int = 4
+    drop_stop_words: bool = False
     verify: bool = True  # check fingerprint candidates with the MinHash sketch
     verify_threshold: float = 0.9
     sketch_bins: int = 1024
@@ -159,6 +160,7 @@ class WorkerConfig:
             f"worker={self.worker_id or '(leased slot)'} k={self.k} tables_k={self.tables_k}"
             f"x{self.table_replicas} "
             f"shingle={self.shingle} tf_cap={self.tf_cap} "
+            f"{'stop_words=dropped ' if self.drop_stop_words else ''}"
             f"sketch={self.sketch_bins}x{self.sketch_bits if self.verify else 'off'} "
             f"batch={self.batch_max_records}/{self.batch_max_wait_ms}ms"
             f"/every {self.batch_interval_ms}ms "
@@ -346,6 +348,13 @@ OPTIONS: tuple[_Option, ...] = (
         "tf_cap",
         _integer(0, 64),
         "votes a feature gets per page at most (its term frequency, capped; 0 = no cap)",
+    ),
+    _Option(
+        "drop_stop_words",
+        _boolean,
+        "leave English stop words out of the fingerprint: its bits are less biased, so the "
+        "index's probes read far fewer entries as it grows, at some recall on short pages "
+        "(README, detection quality)",
     ),
     _Option("verify", _boolean, "verify candidates by sketch resemblance (off: simhash only)"),
     _Option("verify_threshold", _number(0, 1), "resemblance a verified near-duplicate needs"),

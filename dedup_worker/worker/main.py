@@ -176,7 +176,12 @@ def warm_up(engine: DedupEngine, index: HammingIndex) -> None:
 def engine_settings(config: WorkerConfig) -> EngineSettings:
     """The engine's recommended rule, with the knobs the configuration exposes."""
     sketch = config.sketch() if config.verify else None
-    features = replace(RECOMMENDED_FEATURES, shingle=config.shingle, tf_cap=config.tf_cap)
+    features = replace(
+        RECOMMENDED_FEATURES,
+        shingle=config.shingle,
+        tf_cap=config.tf_cap,
+        drop_stop_words=config.drop_stop_words,
+    )
     return EngineSettings(k=config.k, features=features, sketch=sketch)
 
 

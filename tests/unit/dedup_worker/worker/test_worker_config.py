@@ -7,9 +7,10 @@ import re
 
 import pytest
 
+from dedup_worker.core.simhash import Fingerprinter, to_hex
 from dedup_worker.errors import ConfigError
 from dedup_worker.worker.config import OPTIONS, WorkerConfig, load_config
-from dedup_worker.worker.main import main
+from dedup_worker.worker.main import engine_settings, main
 
 
 def test_defaults_and_derived_values() -> None:
@@ -120,3 +121,24 @@ def test_main_exits_2_with_one_line_on_a_config_error(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "NEARDUP_KAFKA_BOOTSTRAP must be host:port" in err
+
+
+def test_dropping_stop_words_changes_the_fingerprint_and_its_version_tag() -> None:
+    """Off by default; on, the stop words do not vote (the page fingerprints as its other
+    words alone) and the stored keys' version tag changes, so the two never mix."""
+    default = engine_settings(load_config([], {}))
+    dropped_config = load_config([], {"NEARDUP_DROP_STOP_WORDS": "yes"})
+    dropped = engine_settings(dropped_config)
+    assert not default.features.drop_stop_words and dropped.features.drop_stop_words
+    assert default.version_tag == "f1w1t0h1kc4-s1b10x2"
+    assert dropped.version_tag == "f1w1t0h1sc4-s1b10x2"
+    assert "stop_words=dropped" in dropped_config.describe()
+    assert "stop_words" not in load_config([], {}).describe()
+    text = "the the the the the the cat the the mat the the"
+    with_stop_words = Fingerprinter(default.features).fingerprint(text)
+    without = Fingerprinter(dropped.features).fingerprint(text)
+    assert to_hex(with_stop_words) == "5a4b53e6154757b4"  # pinned in test_simhash too
+    assert to_hex(without) == "009522860ca00286"
+    assert without == Fingerprinter(dropped.features).fingerprint("cat mat")
+    flag_wins = load_config(["--no-drop-stop-words"], {"NEARDUP_DROP_STOP_WORDS": "1"})
+    assert flag_wins.drop_stop_words is False
