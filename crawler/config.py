@@ -25,7 +25,7 @@ from typing import Any
 from crawler.extract import ExtractOptions
 from crawler.urls import DEFAULT_DROP_PARAMS, canonicalize_url, host_of
 from dedup_worker import errors
-from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
+from dedup_worker.adapters.kafka.settings import CODECS, KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import Lookup, redact_url
 
@@ -64,6 +64,7 @@ class CrawlConfig:
     (nor a password in the Redis URL)."""
 
     kafka_bootstrap: str = ""
+    kafka_compression: str = "none"
     redis_url: str = ""
     redis_cluster: bool = False
     pages_topic: str = "pages"
@@ -114,7 +115,9 @@ class CrawlConfig:
 
     def kafka(self, client_id: str = "neardup-crawler") -> KafkaSettings:
         """The settings of the crawler's Kafka clients."""
-        settings = KafkaSettings(self.kafka_bootstrap, client_id, self.kafka_security)
+        settings = KafkaSettings(
+            self.kafka_bootstrap, client_id, self.kafka_security, compression=self.kafka_compression
+        )
         if self.topic_generations:
             return settings.rolling_topics(self.pages_topic, self.decisions_topic)
         return settings
@@ -180,6 +183,7 @@ def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> Cra
     read = _Read(settings, os.environ if environ is None else environ)
     config = CrawlConfig(
         kafka_bootstrap=read.text("NEARDUP_KAFKA_BOOTSTRAP"),
+        kafka_compression=read.text("NEARDUP_KAFKA_COMPRESSION", "none").lower(),
         redis_url=read.text("NEARDUP_REDIS_URL"),
         redis_cluster=read.flag("NEARDUP_REDIS_CLUSTER", False),
         pages_topic=read.text("NEARDUP_PAGES_TOPIC", "pages"),
@@ -226,6 +230,11 @@ def _lookup(settings: Any) -> Lookup:
 def _validate(config: CrawlConfig) -> None:
     checks = [
         (config.partitions >= 1, "NEARDUP_PARTITIONS must be >= 1"),
+        (
+            config.kafka_compression in CODECS,
+            f"NEARDUP_KAFKA_COMPRESSION must be one of {', '.join(CODECS)}, "
+            f"got {config.kafka_compression!r}",
+        ),
         (config.max_inflight_bytes >= 1024, "NEARDUP_MAX_INFLIGHT_BYTES must be >= 1024"),
         (config.max_message_bytes >= 1024, "NEARDUP_MAX_MESSAGE_BYTES must be >= 1024"),
         (config.decision_timeout > 0, "NEARDUP_DECISION_TIMEOUT must be > 0 seconds"),

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from dedup_worker.adapters.kafka.generations import looks_like_generation
-from dedup_worker.adapters.kafka.settings import KafkaSecurity, KafkaSettings
+from dedup_worker.adapters.kafka.settings import CODECS, KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import environment, redact_url
 from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
@@ -57,6 +57,7 @@ class WorkerConfig:
     kafka_bootstrap: str = "127.0.0.1:9092"
     redis_url: str = MEMORY_BACKEND
     redis_cluster: bool = False
+    kafka_compression: str = "none"
     pages_topic: str = "pages"
     decisions_topic: str = "decisions"
     dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
@@ -139,6 +140,7 @@ class WorkerConfig:
             self.kafka_bootstrap,
             client_id=client_id or self.client_name,
             security=self.kafka_security,
+            compression=self.kafka_compression,
         )
         if self.topic_generations:
             return settings.rolling_topics(self.pages_topic, self.decisions_topic)
@@ -312,6 +314,11 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("kafka_bootstrap", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"),
     _Option("redis_url", _redis_url, "redis://host:port/db, or 'memory' (one process only)"),
     _Option("redis_cluster", _boolean, "the Redis URL names a Redis Cluster node"),
+    _Option(
+        "kafka_compression",
+        _choice(*CODECS),
+        "codec of the records this worker produces (decisions, dead letters): " + ", ".join(CODECS),
+    ),
     _Option("pages_topic", _topic, "topic the crawler publishes pages to"),
     _Option("decisions_topic", _topic, "topic decisions are published to"),
     _Option("dlq_topic", _dlq, "dead-letter topic (default: <pages topic>.dlq)"),

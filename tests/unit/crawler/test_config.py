@@ -86,8 +86,19 @@ def test_a_setting_wins_over_the_environment_which_wins_over_the_default() -> No
         ({"NEARDUP_CRAWL_ID": "a{b}"}, "NEARDUP_CRAWL_ID must not contain"),
         ({"NEARDUP_REDIS_CLUSTER": "true"}, "NEARDUP_REDIS_CLUSTER is set but NEARDUP_REDIS_URL"),
         ({"NEARDUP_MAX_PAGES": "0"}, "NEARDUP_MAX_PAGES must be >= 1"),
+        (
+            {"NEARDUP_KAFKA_COMPRESSION": "brotli"},
+            "NEARDUP_KAFKA_COMPRESSION must be one of none, gzip, snappy, lz4, zstd",
+        ),
     ],
 )
 def test_bad_values_name_the_setting(settings: dict[str, str], says: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(says)):
         crawl_config(Settings(settings), {})
+
+
+def test_the_pages_producer_compresses_with_the_codec_asked_for() -> None:
+    assert crawl_config(Settings({}), {}).kafka().producer_config()["compression.type"] == "none"
+    config = crawl_config(Settings({"NEARDUP_KAFKA_COMPRESSION": "LZ4"}), {})
+    assert config.kafka().producer_config()["compression.type"] == "lz4"
+    assert "compression=lz4" in repr(config)

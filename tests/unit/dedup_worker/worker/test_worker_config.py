@@ -142,3 +142,12 @@ def test_dropping_stop_words_changes_the_fingerprint_and_its_version_tag() -> No
     assert without == Fingerprinter(dropped.features).fingerprint("cat mat")
     flag_wins = load_config(["--no-drop-stop-words"], {"NEARDUP_DROP_STOP_WORDS": "1"})
     assert flag_wins.drop_stop_words is False
+
+
+def test_the_worker_compresses_what_it_produces_with_the_codec_asked_for() -> None:
+    assert load_config([], {}).kafka().producer_config()["compression.type"] == "none"
+    config = load_config([], {"NEARDUP_KAFKA_COMPRESSION": "ZSTD"})
+    assert config.kafka().producer_config()["compression.type"] == "zstd"
+    assert "compression=zstd" in config.describe()
+    with pytest.raises(ConfigError, match="NEARDUP_KAFKA_COMPRESSION must be one of none, gzip"):
+        load_config([], {"NEARDUP_KAFKA_COMPRESSION": "brotli"})
