@@ -158,7 +158,9 @@ def decode_page(raw: bytes, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> 
     body = _loads(raw)
     _check_schema(body, PAGE_SCHEMA)
     text = _field(body, "text", str)
-    if len(text.encode("utf-8")) > max_text_bytes:
+    # A JSON string's UTF-8 is never longer than its spelling in the message (escapes only
+    # lengthen it), so only a message longer than the limit needs its text encoded to measure.
+    if len(raw) > max_text_bytes and len(text.encode("utf-8")) > max_text_bytes:
         raise ContractError("too_large", f"text exceeds {max_text_bytes} bytes")
     if "\x00" in text:
         raise ContractError("binary_body", "text contains NUL bytes; not visible text")
@@ -208,6 +210,13 @@ def decode_decision(raw: bytes) -> Decision:
     )
 
 
+class _Unverified(dict[str, Any]):
+    """An object parsed by the standard library's decoder, whose strings may hold lone
+    surrogates (spelled ``\\ud800``): the fields read from it are checked one by one. A body
+    orjson parsed needs no check (orjson refuses lone surrogates), which saves encoding every
+    page's text once more."""
+
+
 def _loads(raw: bytes) -> dict[str, Any]:
     try:  # fast path: orjson accepts only valid UTF-8 without lone surrogates, depth <= 1024
         body = orjson.loads(raw)
@@ -224,7 +233,7 @@ def _loads_strict(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise ContractError("invalid_utf8", f"message is not UTF-8 ({exc.reason})") from None
     try:
-        body = json.loads(text)
+        body = json.loads(text, object_hook=_Unverified)
     except json.JSONDecodeError as exc:
         raise ContractError("malformed_json", f"{exc.msg} at char {exc.pos}") from None
     except RecursionError:
@@ -250,23 +259,24 @@ def _check_schema(body: dict[str, Any], expected: str) -> None:
 def _field(body: dict[str, Any], name: str, kind: type[T]) -> T:
     if name not in body or body[name] is None:
         raise ContractError("missing_field", f"required field {name!r} is missing")
-    return _typed(body[name], name, kind)
+    return _typed(body[name], name, kind, isinstance(body, _Unverified))
 
 
 def _optional(body: dict[str, Any], name: str, kind: type[T]) -> T | None:
     value = body.get(name)
-    return None if value is None else _typed(value, name, kind)
+    return None if value is None else _typed(value, name, kind, isinstance(body, _Unverified))
 
 
-def _typed(value: Any, name: str, kind: type[T]) -> T:
+def _typed(value: Any, name: str, kind: type[T], unverified: bool) -> T:
     # bool is an int in Python; a status of `true` is still a wrong type on the wire.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ContractError(
             "wrong_type", f"field {name!r} must be {kind.__name__}, got {type(value).__name__}"
         )
-    if isinstance(value, str):
+    typed: T = value
+    if unverified and isinstance(value, str):
         _check_unicode(value, name)
-    return value
+    return typed
 
 
 def _check_unicode(value: str, name: str) -> None:
@@ -295,6 +305,7 @@ def _string_list(body: dict[str, Any], name: str) -> list[str]:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ContractError("wrong_type", f"field {name!r} must be a list of strings")
-    for item in value:
-        _check_unicode(item, name)
+    if isinstance(body, _Unverified):
+        for item in value:
+            _check_unicode(item, name)
     return value

@@ -84,6 +84,29 @@ def test_too_large_text() -> None:
     assert caught.value.reason == "too_large"
 
 
+@pytest.mark.parametrize(
+    ("text", "limit", "refused"),
+    [
+        ("é" * 500, 1000, False),  # 1,000 bytes of UTF-8, spelled \u00e9 in a 3 KB message
+        ("é" * 501, 1000, True),
+        ("\n" * 1000, 1000, False),  # escapes make the message twice the text
+        ("\n" * 1001, 1000, True),
+        ("ü" * 300 + "x" * 400, 1000, False),  # raw UTF-8 (ensure_ascii off): 1,000 bytes
+        ("ü" * 300 + "x" * 401, 1000, True),
+    ],
+)
+def test_the_text_limit_counts_the_texts_utf8_not_its_json(
+    text: str, limit: int, refused: bool
+) -> None:
+    body = json.dumps({**GOOD, "text": text}, ensure_ascii="ü" not in text).encode()
+    if refused:
+        with pytest.raises(ContractError) as caught:
+            decode_page(body, max_text_bytes=limit)
+        assert caught.value.reason == "too_large"
+    else:
+        assert decode_page(body, max_text_bytes=limit).text == text
+
+
 def test_minor_versions_and_extra_fields_are_accepted() -> None:
     page = decode_page(raw(schema="neardup.page/1.7", brand_new_field=[1, 2]))
     assert page.url == GOOD["url"] and page.requested_url == GOOD["url"]

@@ -58,3 +58,15 @@ def test_a_reader_of_decisions_refuses_a_prediction_it_would_never_see() -> None
     # consumer written against the decision contract.
     with pytest.raises(ContractError):
         decode_decision(prediction().to_json())
+
+
+def test_a_lone_surrogate_in_a_rule_is_refused() -> None:
+    """orjson refuses the message; the standard library's parser reads it, and every object
+    it makes, nested ones too, has its strings checked."""
+    body = orjson.loads(prediction().to_json())
+    raw = orjson.dumps(body).replace(b'"prefix"', b'"pre\\ud800fix"')
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(raw)
+    with pytest.raises(ContractError) as raised:
+        decode_prediction(raw)
+    assert raised.value.reason == "invalid_unicode"
