@@ -214,7 +214,7 @@ class RedisIndex:
     def _table_matches(self, plan: rl.TablePlan, replies: list[Any], fps: U64Array) -> Matches:
         lens = _u32(b"".join(reply[1] for reply in replies)) // rl.RECORD_BYTES
         sizes = _u32(b"".join(reply[2] for reply in replies)) // rl.RECORD_BYTES
-        raw = b"".join(b"".join(reply[3:]) for reply in replies)
+        raw = b"".join(reply[3] for reply in replies)
         self.entries_read += int(lens.sum())
         starts = (np.cumsum(sizes) - sizes)[plan.slots]
         # One compiled pass over the buckets, on the records' big-endian bytes as they came:

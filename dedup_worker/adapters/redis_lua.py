@@ -31,14 +31,13 @@ from __future__ import annotations
 #: ARGV[6]   the shard's bucket key prefix, e.g. "nd:{ns:ver:t0:p3}:b"
 #: ARGV[7]   the m distinct buckets this call touches: key suffixes (hex), space-separated
 #:
-#: Returns {inserted, lens, sizes, bucket_1, ..., bucket_m} ({inserted} in mode "i"): lens is
-#: n x 4 bytes big-endian, the length of each record's bucket just before the record was
-#: considered; sizes is m x 4 bytes, the final length of each bucket; then each bucket's final
-#: content. Records are only ever appended within a call, so a record's view is a prefix of its
-#: bucket's final content, which therefore travels once. One reply item per bucket (hiredis
-#: parses them in C) rather than one concatenation: building that copied every bucket once more
-#: in Lua. A record whose exact 16 bytes are already in its bucket (at a record boundary) is not
-#: stored again: replays are safe.
+#: Returns {inserted, lens, sizes, buckets} ({inserted} in mode "i"): lens is n x 4 bytes
+#: big-endian, the length of each record's bucket just before the record was considered; sizes
+#: is m x 4 bytes, the final length of each bucket; buckets is their final contents concatenated.
+#: Records are only ever appended within a call, so a record's view is a prefix of its bucket's
+#: final content, which therefore travels once. Four reply items per call, however many
+#: buckets, because redis-py parses each reply item in Python. A record whose exact 16 bytes are
+#: already in its bucket (at a record boundary) is not stored again: replays are safe.
 PROBE_INSERT = """
 local mode, ttl, count = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local recs, idx = ARGV[4], ARGV[5]
@@ -67,25 +66,20 @@ for lo = 1, m, 1000 do
   end
 end
 
--- A bucket's new records wait in added[j] and join it once, after the loop: appending to the
--- bucket string per record copied a crowded bucket once per record of the batch it received.
-local lens, inserted, added = {}, 0, {}
+local lens, inserted = {}, 0
 for e = 1, #recs / 16 do
   local hi, lo = string.byte(idx, 2 * e - 1, 2 * e)
   local j = hi * 256 + lo + 1
-  local s, more = data[j], added[j]
-  lens[e] = #s + (more and 16 * #more or 0)
+  local s = data[j]
+  lens[e] = #s
   if mode ~= 'q' then
     local rec = string.sub(recs, 16 * e - 15, 16 * e)
-    if not ((#s > 0 and present(s, rec)) or (more and present(table.concat(more), rec))) then
-      if more then more[#more + 1] = rec else added[j] = {rec} end
+    if #s == 0 or not present(s, rec) then
+      data[j] = s .. rec
+      dirty[j] = true
       inserted = inserted + 1
     end
   end
-end
-for j, more in pairs(added) do
-  data[j] = data[j] .. table.concat(more)
-  dirty[j] = true
 end
 
 local writes = {}
@@ -125,11 +119,7 @@ local sizes = {}
 for j = 1, m do
   sizes[j] = #data[j]
 end
-local out = {inserted, packed(lens), packed(sizes)}
-for j = 1, m do
-  out[j + 3] = data[j]
-end
-return out
+return {inserted, packed(lens), packed(sizes), table.concat(data)}
 """
 
 #: Remove records of one shard.
