@@ -16,7 +16,9 @@ worker's main thread runs it.
 
 Per window it prints the engine's time per page (``decide``: everything after fingerprinting),
 the index entries the probes read back per page (over all tables), the candidates per page
-(entries within the search radius, each verified), each store step's time per page, and the
+(entries within the search radius, each verified), each store step's time per page as the
+engine waits for it, the same steps' time inside Redis (each Lua script's own duration, from
+Redis's SLOWLOG: what a faster script would save, apart from the client's share), and the
 record cache's hits and misses.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import os
 import tempfile
 import time
@@ -32,9 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import redis
 from page_streams import MARK, STREAMS, Pages
 
+from dedup_worker.adapters.redis_docs_lua import SCRIPTS as DOC_SCRIPTS
 from dedup_worker.adapters.redis_index import RedisIndex
+from dedup_worker.adapters.redis_lua import PROBE_INSERT
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
 from dedup_worker.core.engine import DedupEngine
 from dedup_worker.worker.config import load_config
@@ -109,6 +115,34 @@ def _number(url: str) -> int:
     return int(url.rsplit("/p", 1)[1])
 
 
+class ScriptTimes:
+    """Each Lua script's time inside Redis, from SLOWLOG: every command slower than 200 us is
+    logged (a script call on a batch of 1,000 takes milliseconds; the commands it runs, a few
+    us each, stay out of the log) and the EVALSHA entries are summed by script."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        scripts = {"probe_insert": PROBE_INSERT, **DOC_SCRIPTS}
+        self.names = {hashlib.sha1(s.encode()).hexdigest(): n for n, s in scripts.items()}
+        client.config_set("slowlog-log-slower-than", 200)
+        client.config_set("slowlog-max-len", 100_000)
+        client.slowlog_reset()
+
+    def take(self) -> dict[str, float]:
+        """Seconds per script since the last call."""
+        out: collections.Counter[str] = collections.Counter()
+        for entry in self.client.slowlog_get(100_000):
+            command = [_text(part) for part in entry["command"].split()[:2]]
+            if command and command[0].upper() == "EVALSHA" and len(command) > 1:
+                out[self.names.get(command[1], command[1][:8])] += entry["duration"] / 1e6
+        self.client.slowlog_reset()
+        return dict(out)
+
+
+def _text(part: bytes | str) -> str:
+    return part.decode() if isinstance(part, bytes) else part
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=300_000)
@@ -143,6 +177,7 @@ def main() -> None:
         _timed(engine.index, "probe_insert", times)
         decide = 0.0
         candidates = 0
+        scripts = ScriptTimes(server.client())
         print(f"{'pages':>9} {'decide us':>10} {'entries':>8} {'cand.':>6}  store steps, us a page")
         for lo in range(0, args.pages, BATCH):
             prepared = engine.prepare([page(i) for i in range(lo, lo + BATCH)])
@@ -157,6 +192,12 @@ def main() -> None:
             if (lo + BATCH) % args.window == 0:
                 w = args.window
                 steps = " ".join(f"{k} {v / w * 1e6:.1f}" for k, v in sorted(times.items()))
+                inside = scripts.take()
+                steps += (
+                    " (in Redis: "
+                    + " ".join(f"{k} {v / w * 1e6:.1f}" for k, v in sorted(inside.items()))
+                    + f", all {sum(inside.values()) / w * 1e6:.1f})"
+                )
                 cache = engine.records
                 print(
                     f"{lo + BATCH:>9,} {decide / w * 1e6:>10.1f} {index.entries_read / w:>8.0f} "
