@@ -16,14 +16,17 @@ its send time as ``fetched_at``; decisions are read back with the project's read
 it prints the decision latency (send -> decision read here) p50/p99/max of the pages sent in
 it, the broker's and Redis's resident memory, the topic generations alive, the load average,
 each process's CPU and the CPU time of a fixed piece of work (if it grows, the machine got
-slower, not the stack). At the end: pages without a decision (must be 0), and p99 of the
-last window against the first (target: within 1.5x) and the broker's memory (target:
-bounded).
+slower, not the stack), and, when the worker logs at DEBUG (``NEARDUP_LOG_LEVEL=DEBUG``), its
+own batches in the window: how many, their records (p50), decode / engine / produce + commit
+ms a batch (mean) and how busy its loop was (where a latency that grows comes from). At the
+end: pages without a decision (must be 0), and p99 of the last window against the first
+(target: within 1.5x) and the broker's memory (target: bounded).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import os
 import re
@@ -66,6 +69,48 @@ _PROBE = (
 )
 
 
+#: The worker's DEBUG line for each batch (``worker.reporting``).
+_BATCH = re.compile(
+    r"^(\S+ \S+) DEBUG dedup_worker\.worker\.reporting: batch of (\d+) records.* in ([\d.]+) ms "
+    r"\(decode ([\d.]+), engine ([\d.]+), produce\+commit ([\d.]+)\)"
+)
+
+
+class WorkerBatches:
+    """The worker's per-batch timings, read from its log as it grows (DEBUG only)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = 0
+        self.rows: list[tuple[float, int, float, float, float, float]] = []
+
+    def window(self, start: float, seconds: float) -> str:
+        """A summary of the batches whose line was logged in [start, start + seconds)."""
+        self._read()
+        rows = np.array([r for r in self.rows if start <= r[0] < start + seconds])
+        if not len(rows):
+            return ""
+        decode, engine, commit = (rows[:, i].mean() for i in (3, 4, 5))
+        return (
+            f"; worker: {len(rows)} batches of {np.median(rows[:, 1]):.0f} records (p50), "
+            f"decode / engine / produce+commit {decode:.1f} / {engine:.1f} / {commit:.1f} ms a "
+            f"batch, loop busy {rows[:, 2].sum() / 1000 / seconds:.0%}"
+        )
+
+    def _read(self) -> None:
+        with self.log.open("rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self.offset += end
+        for line in chunk[:end].decode("utf-8", "replace").splitlines():
+            m = _BATCH.match(line)
+            if m:
+                at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                total, decode, engine, commit = (float(m.group(i)) for i in range(3, 7))
+                self.rows.append((at, int(m.group(2)), total, decode, engine, commit))
+
+
 @dataclass
 class Window:
     """What one window saw: latencies of the pages sent in it (by their send time)."""
@@ -91,6 +136,7 @@ class Soak:
         self.worker_pid: int | None = None
         self.roller: RollerThread | None = None
         self.config = self._config()
+        self.batches = WorkerBatches(workdir / "worker.log")
         # Made before the clock starts: the renamed stream takes ~12 s to prepare.
         self.pages = Pages(words=args.words, corpus=args.corpus, stream=args.stream)
 
@@ -230,7 +276,8 @@ class Soak:
             f"broker RSS {_rss(self.stack.kafka.pid)} MiB, redis RSS "
             f"{_rss(self.stack.redis.pid)} MiB; {self._generations()}; "
             f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU % of a core: "
-            f"{self.meter.report() if self.meter else '-'}; fixed work {_probe_cpu()}",
+            f"{self.meter.report() if self.meter else '-'}; fixed work {_probe_cpu()}"
+            + self.batches.window(self.started + index * self.window_s, self.window_s),
             flush=True,
         )
         self.meter = self._cpu_meter()
