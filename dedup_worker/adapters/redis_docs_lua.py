@@ -94,6 +94,25 @@ local function store(suffix, s)
   dirty[suffix] = true
 end
 
+-- Overwrite bytes of a bucket in place, without copying it: same size, so no record moves.
+-- The cached copy keeps the old bytes, which only that record's next rewrite would read (an id
+-- comes once per call); a rewrite of another record of the bucket reads it again (fresh).
+local patched = {}
+local function patch(suffix, at, bytes)
+  local key = prefix .. suffix
+  redis.call('SETRANGE', key, at - 1, bytes)
+  if ttl > 0 then redis.call('EXPIRE', key, ttl) end
+  patched[suffix] = true
+end
+
+local function fresh(suffix)
+  if patched[suffix] then
+    patched[suffix] = nil
+    cache[suffix] = nil
+  end
+  return load(suffix)
+end
+
 local function flush()
   for suffix in pairs(dirty) do
     if ttl > 0 then
@@ -116,7 +135,7 @@ end
 
 -- Bucket s with the record at pos given a new mutable part: template, then the duplicate's
 -- URL (when the template says so) as its common prefix with the record's URL and the rest.
-local function rewrite(s, pos, size, template, dup_url)
+local function rewrite(s, pos, template, dup_url)
   local imm = pos + 12 + u16(s, pos + 8)
   local mut = template
   if bit.band(string.byte(template, 1), 0x20) ~= 0 then
@@ -124,9 +143,9 @@ local function rewrite(s, pos, size, template, dup_url)
     local same = common(url, dup_url)
     mut = mut .. p16(same) .. string.sub(dup_url, same + 1)
   end
-  local rec = string.sub(s, pos, pos + 7) .. p16(#mut) .. string.sub(s, pos + 10, pos + 11)
-    .. mut .. string.sub(s, imm, pos + size - 1)
-  return string.sub(s, 1, pos - 1) .. rec .. string.sub(s, pos + size)
+  -- One concatenation: the record's immutable part runs on into the rest of the bucket.
+  return string.sub(s, 1, pos + 7) .. p16(#mut) .. string.sub(s, pos + 10, pos + 11) .. mut
+    .. string.sub(s, imm)
 end
 """
 
@@ -270,8 +289,14 @@ for k = 1, #suffixes do
     out[k] = false
   elseif string.byte(s, pos + 12) % 16 ~= PENDING then
     out[k] = string.sub(s, pos, pos + size - 1)
+  elseif nt == 1 and u16(s, pos + 8) == 1 and bit.band(string.byte(template, 1), 0x20) == 0
+      and not dirty[suffixes[k]] then
+    -- The common case, a verdict without a duplicate: one code byte replaces another. (A
+    -- bucket already rewritten in this call is written whole by flush, so it is not patched.)
+    patch(suffixes[k], pos + 12, template)
+    out[k] = ''
   else
-    store(suffixes[k], rewrite(s, pos, size, template, dup_url))
+    store(suffixes[k], rewrite(fresh(suffixes[k]), pos, template, dup_url))
     out[k] = ''
   end
 end
@@ -306,7 +331,7 @@ for k = 1, #suffixes do
     local dup = bit.band(code, HAS_DUP_ID) ~= 0 and string.sub(s, pos + 13, pos + 20) or nil
     if not suppressed or not dup or less(original, dup) then
       if not suppressed and code % 16 ~= PENDING then out[k] = '1' end
-      store(suffixes[k], rewrite(s, pos, size, template, dup_url))
+      store(suffixes[k], rewrite(s, pos, template, dup_url))
     elseif dup == original and bit.band(code, CORRECTED) ~= 0 then
       -- Applied before, maybe by a batch whose decisions were aborted: publish it again.
       out[k] = '1'

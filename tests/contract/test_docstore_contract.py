@@ -154,6 +154,30 @@ def test_finalize_sets_pending_and_returns_settled_records(make_docs: DocsFactor
 
 
 @all_backends
+def test_finalize_mixes_verdicts_within_one_bucket(make_docs: DocsFactory) -> None:
+    # Fetches of one URL share a bucket. Redis patches a verdict without a duplicate in place
+    # and rewrites the bucket for one with a duplicate: in one call, in every order, each
+    # record must end with its own verdict and keep the others'.
+    docs, reference = make_docs(), MemoryDocStore()
+    pages = [record(A, float(t)) for t in range(1, 8)]
+    docs.claim(pages)
+    reference.claim(pages)
+    original = (B, page_id(B, 1.0))
+    kinds = ["unique", "near_duplicate", "unique", "changed", "exact_duplicate", "unique"]
+    verdicts = {
+        p.id: (kind, original if kind.endswith("duplicate") else None)
+        for p, kind in zip(pages, kinds, strict=False)
+    }
+    assert docs.finalize(verdicts) == reference.finalize(verdicts) == {}
+    ids = [p.id for p in pages]
+    assert docs.get(ids) == reference.get(ids)
+    assert docs.latest([A]) == reference.latest([A])
+    again = {ids[0]: ("changed", None), ids[1]: ("unique", None), ids[6]: ("unique", None)}
+    assert docs.finalize(again) == reference.finalize(again)
+    assert docs.get(ids) == reference.get(ids)
+
+
+@all_backends
 def test_finalize_of_a_missing_record_raises_key_error(make_docs: DocsFactory) -> None:
     docs = make_docs()
     with pytest.raises(KeyError):
@@ -370,6 +394,19 @@ def test_ttl_applies_to_written_keys(make_docs: DocsFactory, docs_client: Any) -
     keys = _keys(docs, docs_client)
     assert len(keys) >= 3  # two buckets and a stray pointer
     assert all(0 < docs_client.ttl(key) <= 120 for key in keys)
+
+
+@redis_only
+def test_finalize_in_place_renews_the_ttl(make_docs: DocsFactory, docs_client: Any) -> None:
+    docs = make_docs(ttl_seconds=120)
+    assert isinstance(docs, RedisDocStore)
+    page = record(A, 1.0)
+    docs.claim([page])
+    (key,) = [k for k in _keys(docs, docs_client) if not k.endswith(b":s")]
+    docs_client.expire(key, 5)
+    docs.finalize({page.id: ("unique", None)})
+    assert docs_client.ttl(key) > 5
+    assert docs.get([page.id]) == {page.id: page.with_verdict("unique", None)}
 
 
 @redis_only
