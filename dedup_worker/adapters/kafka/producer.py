@@ -124,12 +124,17 @@ class DecisionProducer:
         """Queue one record; waits (serving delivery reports) while the local queue is full."""
         topic = self._router.topic(topic)
         while True:
-            with self._noting_fences(f"producing to {topic}"):
-                try:
-                    self._producer.produce(topic, value, key)
-                    return
-                except BufferError:
+            # The error handling is entered only on an error: its two context managers cost
+            # ~2 us a record, ~2 % of the worker's main thread under a backlog.
+            try:
+                self._producer.produce(topic, value, key)
+                return
+            except BufferError:
+                with self._noting_fences(f"producing to {topic}"):
                     self._producer.poll(0.05)
+            except Exception:
+                with self._noting_fences(f"producing to {topic}"):
+                    raise
 
     def commit(self, offsets: Offsets, group_metadata: GroupMetadata) -> None:
         """Transactional: commit the batch's records together with its offsets.

@@ -325,6 +325,19 @@ def test_kafka_read_committed_hides_an_open_transaction(
     producer.close()
 
 
+def test_a_record_the_producer_refuses_is_a_neardup_error_naming_the_topic(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(partitions=1)
+    producer = _producer(kafka_broker, f"{topic}-refused")
+    producer.begin()
+    with pytest.raises(BrokerError, match=f"producing to {topic}: MSG_SIZE_TOO_LARGE"):
+        producer.send(topic, b"k", b"x" * (2 << 20))
+    producer.send(topic, b"k", b"fits")  # the producer is still usable
+    producer.abort()
+    producer.close()
+
+
 def test_kafka_aborted_transaction_commits_no_offsets_and_fences_zombies(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
