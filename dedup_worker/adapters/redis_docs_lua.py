@@ -219,6 +219,9 @@ return out
 LATEST = _script(
     """
 local out, at = {}, 1
+-- Stray records are rare (ids not made by page_id): most shards have no pointer at all, and
+-- one EXISTS spares a lookup per URL.
+local has_strays = redis.call('EXISTS', KEYS[1]) == 1
 for k = 1, #suffixes do
   local key = string.sub(blob, at, at + 1 + u16(blob, at))
   at = at + #key
@@ -234,7 +237,7 @@ for k = 1, #suffixes do
     end
     init = p + 1
   end
-  local stray = redis.call('HGET', KEYS[1], key)
+  local stray = has_strays and redis.call('HGET', KEYS[1], key)
   out[2 * k - 1] = best and string.sub(s, best, best + best_size - 1) or false
   out[2 * k] = (stray and (not best or less(best_id, stray))) and stray or false
 end
