@@ -4,7 +4,8 @@ One call works on the records of one shard (see :mod:`redis_docs_codec` for keys
 record encoding): KEYS[1] is the shard's ``:s`` key and routes the call to the shard's slot;
 bucket keys are built here as prefix .. suffix, which shares KEYS[1]'s hash tag (the index
 scripts do the same, to keep redis-py's command packing small). A call reads each
-bucket it touches once and writes it back once, so every check-then-write is atomic.
+bucket it touches once and writes it back once (``finalize`` patches a same-size verdict in
+place instead, see ``patch``); the call is atomic, so every check-then-write is too.
 
 Lua numbers are doubles and Lua's ``<`` on strings follows the server's locale, so ids are
 compared byte by byte as 8-byte big-endian strings, never as numbers.
