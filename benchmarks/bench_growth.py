@@ -172,7 +172,7 @@ def main() -> None:
         assert isinstance(index, RedisIndex)
         engine = DedupEngine(index, docs, settings, record_cache=config.record_cache)
         times: collections.defaultdict[str, float] = collections.defaultdict(float)
-        for name in ("latest", "claim", "get", "finalize", "correct"):
+        for name in ("claim_latest", "latest", "claim", "get", "finalize", "correct"):
             _timed(engine.docs, name, times)
         _timed(engine.index, "probe_insert", times)
         decide = 0.0

@@ -94,6 +94,33 @@ class RedisDocStore:
         self._point_strays(records, existing)
         return existing
 
+    def claim_latest(
+        self, records: Sequence[DocRecord]
+    ) -> tuple[dict[int, DocRecord], dict[str, DocRecord]]:
+        """``DocStore.claim_latest``: one script call per shard when every id is a page id;
+        a batch with a stray (an id away from its URL's bucket) takes the two steps."""
+        buckets = [self.layout.bucket(r.id) for r in records]
+        if any(b != self.layout.url_bucket(r.url) for b, r in zip(buckets, records, strict=True)):
+            latest = self.latest(r.url for r in records)
+            return self.claim(records), latest
+
+        def entry(i: int) -> bytes:
+            return rc.encode(records[i])
+
+        existing: dict[int, DocRecord] = {}
+        found: dict[str, DocRecord] = {}
+        strays: dict[str, int] = {}
+        for at, reply in self._batch("claim_latest", buckets, entry):
+            for i, raw, best, stray in zip(at, reply[0::3], reply[1::3], reply[2::3], strict=True):
+                url = records[i].url
+                if raw is not None:
+                    existing[records[i].id] = _decode(raw, self.url)
+                if best is not None and url not in found:
+                    found[url] = _decode(best, self.url)
+                if stray is not None:
+                    strays[url] = int.from_bytes(stray, "big")
+        return existing, found | self._resolve_strays(strays)  # no stray to point at
+
     def get(self, ids: Iterable[int]) -> dict[int, DocRecord]:
         wanted = [i for i in dict.fromkeys(ids) if rc.storable(i)]
 

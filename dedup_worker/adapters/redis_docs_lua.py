@@ -114,6 +114,33 @@ local function fresh(suffix)
   return load(suffix)
 end
 
+-- The latest record of the URL whose key (2-byte length, then the URL) is ``key`` in bucket s:
+-- its start, id and size (nil when none). The key is searched in C, then checked to start a
+-- record's immutable part.
+local function latest_in(s, key)
+  local init, best, best_id, best_size = 1, nil, nil, 0
+  while true do
+    local p = string.find(s, key, init, true)
+    if not p then break end
+    local pos, size = record_at_immutable(s, p)
+    if pos then
+      local id = string.sub(s, pos, pos + 7)
+      if not best or less(best_id, id) then best, best_id, best_size = pos, id, size end
+    end
+    init = p + 1
+  end
+  return best, best_id, best_size
+end
+
+-- Store record rec in the bucket unless its id is there: false, or the record stored.
+local function claim_one(suffix, rec)
+  local s = load(suffix)
+  local pos, stored = find(s, string.sub(rec, 1, 8))
+  if pos then return string.sub(s, pos, pos + stored - 1) end
+  store(suffix, s .. rec)
+  return false
+end
+
 local function flush()
   for suffix in pairs(dirty) do
     if ttl > 0 then
@@ -180,16 +207,8 @@ CLAIM = _script(
 local out, at = {}, 1
 for k = 1, #suffixes do
   local size = 12 + u16(blob, at + 8) + u16(blob, at + 10)
-  local rec = string.sub(blob, at, at + size - 1)
+  out[k] = claim_one(suffixes[k], string.sub(blob, at, at + size - 1))
   at = at + size
-  local s = load(suffixes[k])
-  local pos, stored = find(s, string.sub(rec, 1, 8))
-  if pos then
-    out[k] = string.sub(s, pos, pos + stored - 1)
-  else
-    store(suffixes[k], s .. rec)
-    out[k] = false
-  end
 end
 flush()
 return out
@@ -227,21 +246,42 @@ for k = 1, #suffixes do
   local key = string.sub(blob, at, at + 1 + u16(blob, at))
   at = at + #key
   local s = load(suffixes[k])
-  local init, best, best_id, best_size = 1, nil, nil, 0
-  while true do  -- the URL key is searched in C, then checked to start an immutable part
-    local p = string.find(s, key, init, true)
-    if not p then break end
-    local pos, size = record_at_immutable(s, p)
-    if pos then
-      local id = string.sub(s, pos, pos + 7)
-      if not best or less(best_id, id) then best, best_id, best_size = pos, id, size end
-    end
-    init = p + 1
-  end
+  local best, best_id, best_size = latest_in(s, key)
   local stray = has_strays and redis.call('HGET', KEYS[1], key)
   out[2 * k - 1] = best and string.sub(s, best, best + best_size - 1) or false
   out[2 * k] = (stray and (not best or less(best_id, stray))) and stray or false
 end
+return out
+"""
+)
+
+#: ``LATEST`` of every record's URL, all taken before any record is claimed, then ``CLAIM``:
+#: one call and one read of each bucket for the two steps every batch starts with. Only for
+#: records whose id leads to their URL's bucket (page ids); the caller sends strays through
+#: the two scripts.
+#:
+#: Entry: an encoded record, as for ``CLAIM`` (its immutable part starts with its URL key).
+#: Returns three items per record in order: ``CLAIM``'s reply, then ``LATEST``'s two for its
+#: URL.
+CLAIM_LATEST = _script(
+    """
+local out, at, records = {}, 1, {}
+local has_strays = redis.call('EXISTS', KEYS[1]) == 1
+for k = 1, #suffixes do
+  local n_mut = u16(blob, at + 8)
+  local size = 12 + n_mut + u16(blob, at + 10)
+  local rec = string.sub(blob, at, at + size - 1)
+  at = at + size
+  records[k] = rec
+  local key = string.sub(rec, 13 + n_mut, 14 + n_mut + u16(rec, 13 + n_mut))
+  local s = load(suffixes[k])
+  local best, best_id, best_size = latest_in(s, key)
+  local stray = has_strays and redis.call('HGET', KEYS[1], key)
+  out[3 * k - 1] = best and string.sub(s, best, best + best_size - 1) or false
+  out[3 * k] = (stray and (not best or less(best_id, stray))) and stray or false
+end
+for k = 1, #suffixes do out[3 * k - 2] = claim_one(suffixes[k], records[k]) end
+flush()
 return out
 """
 )
@@ -351,6 +391,7 @@ SCRIPTS = {
     "claim": CLAIM,
     "get": GET,
     "latest": LATEST,
+    "claim_latest": CLAIM_LATEST,
     "point": POINT,
     "finalize": FINALIZE,
     "correct": CORRECT,

@@ -4,15 +4,15 @@ Order of one batch, chosen so that any interleaving of workers ends in the earli
 
 1. ``prepare``: fingerprint every page; its id is its place in the total order (fetch time,
    URL hash). Pure CPU, no store: a worker prepares the next batch while this one waits;
-2. ``docs.latest`` finds earlier fetches of the same URLs (revisits);
-3. ``docs.claim`` writes every page's record as *pending* before the index sees the page, so
-   any index entry another worker finds has a record;
-4. ``index.probe_insert`` in page order (a page sees the earlier pages of its own batch);
-5. decide each page: exact duplicate (same checksum, distance 0) or near duplicate of the
+2. ``docs.claim_latest`` finds earlier fetches of the same URLs (revisits), then writes every
+   page's record as *pending* before the index sees the page, so any index entry another
+   worker finds has a record (one store step: the two share the records' buckets);
+3. ``index.probe_insert`` in page order (a page sees the earlier pages of its own batch);
+4. decide each page: exact duplicate (same checksum, distance 0) or near duplicate of the
    *earliest earlier* page within k; else unique, or changed/unchanged for a revisit;
-6. later pages within k that were published as not suppressed get an atomic ``docs.correct``
+5. later pages within k that were published as not suppressed get an atomic ``docs.correct``
    and a correcting decision (their own worker lost the race);
-7. ``docs.finalize`` turns pending into the verdict unless a correction got there first, in
+6. ``docs.finalize`` turns pending into the verdict unless a correction got there first, in
    which case the stored (corrected) verdict is the one published.
 """
 
@@ -174,8 +174,7 @@ class DedupEngine:
                 prepared.checksums, prepared.ids, pending, strict=True,
             )
         ]  # fmt: skip
-        self._revisits(items)
-        records = self._claim(items)
+        records = self._claim_revisits(items)
         self._probe(items)
         known = self.records.get_many({m for item in items for m, _ in item.matches}, self.docs.get)
         known.update(records)
@@ -191,9 +190,16 @@ class DedupEngine:
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def _revisits(self, items: list[_Item]) -> None:
-        """Each page's previous fetch of its URL (stored, or earlier in this very batch)."""
-        latest = self.docs.latest({item.page.url for item in items})
+    def _claim_revisits(self, items: list[_Item]) -> dict[int, DocRecord]:
+        """Claim every page's pending record and find its previous fetch (see ``_revisits``):
+        one store step. Returns each page's stored record by id (its own, or a replay's)."""
+        records = [self._record(i) for i in items]
+        existing, latest = self.docs.claim_latest(records)
+        self._revisits(items, latest)
+        return {r.id: existing.get(r.id, r) for r in records}
+
+    def _revisits(self, items: list[_Item], latest: dict[str, DocRecord]) -> None:
+        """Each page's previous fetch of its URL (stored before the batch, or earlier in it)."""
         in_batch: dict[str, DocRecord] = {}
         for item in sorted(items, key=lambda i: i.id):
             stored = latest.get(item.page.url)
@@ -233,11 +239,6 @@ class DedupEngine:
         if self.settings.sketch is None or not a or not b or len(a) != len(b):
             return True, None  # records without a sketch fall back to the fingerprint rule
         return verify(a, b, self.settings.sketch)
-
-    def _claim(self, items: list[_Item]) -> dict[int, DocRecord]:
-        records = [self._record(i) for i in items]
-        existing = self.docs.claim(records)
-        return {r.id: existing.get(r.id, r) for r in records}
 
     def _probe(self, items: list[_Item]) -> None:
         """probe_insert in page order; unchanged revisits are not indexed again."""

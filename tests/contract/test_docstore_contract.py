@@ -117,6 +117,37 @@ def test_latest_of_records_whose_id_is_not_a_page_id(make_docs: DocsFactory) -> 
 
 
 @all_backends
+def test_claim_latest_is_latest_before_the_batch_then_claim(make_docs: DocsFactory) -> None:
+    # One step on Redis for what every batch starts with: latest must not see the batch's own
+    # records (a revisit compares with the fetch before it), claim must store them all.
+    docs, reference = make_docs(), MemoryDocStore()
+    earlier = [record(A, 10.0), record(B, 10.0)]
+    for store in (docs, reference):
+        store.claim(earlier)
+    batch = [record(A, 20.0), record(A, 30.0), record(C, 20.0), earlier[1]]
+    existing, latest = docs.claim_latest(batch)
+    assert (existing, latest) == reference.claim_latest(batch)
+    assert existing == {earlier[1].id: earlier[1]}
+    assert latest == {A: earlier[0], B: earlier[1]}
+    assert docs.latest([A, B, C]) == {A: batch[1], B: earlier[1], C: batch[2]}
+    ids = [r.id for r in batch]
+    assert docs.get(ids) == reference.get(ids)
+    assert docs.claim_latest(batch) == reference.claim_latest(batch)  # a replay
+
+
+@all_backends
+def test_claim_latest_with_records_whose_id_is_not_a_page_id(make_docs: DocsFactory) -> None:
+    docs, reference = make_docs(), MemoryDocStore()
+    for store in (docs, reference):
+        store.claim([record(A, 1.0, ident=2**63 + 1)])  # a stray pointer for A
+    batch = [record(A, 2.0), record(B, 2.0)]  # page ids, one of them lower than the stray
+    assert docs.claim_latest(batch) == reference.claim_latest(batch)
+    mixed = [record(A, 3.0, ident=2**63 + 5), record(C, 3.0)]  # a stray in the batch
+    assert docs.claim_latest(mixed) == reference.claim_latest(mixed)
+    assert docs.latest([A, B, C]) == reference.latest([A, B, C])
+
+
+@all_backends
 @pytest.mark.parametrize(
     ("url", "host", "checksum"),
     [
@@ -282,7 +313,9 @@ def _records(draw: st.DrawFn) -> DocRecord:
 
 
 def _operation(draw: st.DrawFn, claimed: list[int]) -> tuple[str, Any]:
-    kind = draw(st.sampled_from(["claim", "get", "latest", "finalize", "correct"]))
+    kind = draw(st.sampled_from(["claim", "claim_latest", "get", "latest", "finalize", "correct"]))
+    if kind == "claim_latest":
+        return kind, draw(st.lists(_records(), min_size=1, max_size=6))
     if kind == "claim" or not claimed:
         return "claim", draw(st.lists(_records(), min_size=1, max_size=6))
     ids = st.sampled_from(claimed)
@@ -312,7 +345,7 @@ def test_random_operations_match_the_reference(make_docs: DocsFactory, data: st.
         kind, argument = _operation(data.draw, claimed)
         expected = getattr(reference, kind)(argument)
         assert getattr(docs, kind)(argument) == expected, (kind, argument)
-        if kind == "claim":
+        if kind in ("claim", "claim_latest"):
             claimed += [r.id for r in argument if r.id not in claimed]
     assert docs.get(claimed) == reference.get(claimed)
     assert docs.latest(_URLS) == reference.latest(_URLS)
