@@ -57,6 +57,30 @@ def plain_punctuation(codepoint: int) -> bool:
     return not any(word_table()[ord(c)] for c in unicodedata.normalize("NFKC", char))
 
 
+@cache
+def _second_elements() -> frozenset[int]:
+    """The code points that compose with the character before them (the second character of
+    a canonical pair decomposition, and the Hangul vowels and trailing consonants): ~70 ms
+    over every code point, once per process."""
+    hangul = {*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)}
+    pairs = (unicodedata.decomposition(chr(cp)).split() for cp in range(0x80, _CODEPOINTS))
+    return frozenset(hangul | {int(p[1], 16) for p in pairs if len(p) == 2 and p[0][0] != "<"})
+
+
+@cache
+def character_fold(codepoint: int) -> tuple[bytes, bytes] | None:
+    """The UTF-8 of the character and of its NFKC image case-folded, when NFKC of a text does
+    that to the character wherever it stands: it is a starter that composes with nothing
+    before it, and so is the start of its image. ``None`` otherwise (a text holding it is
+    normalised whole)."""
+    char = chr(codepoint)
+    image = unicodedata.normalize("NFKC", char)
+    for c in (char, image[:1]):
+        if c and (unicodedata.combining(c) or ord(c) in _second_elements()):
+            return None
+    return char.encode("utf-8"), image.casefold().encode("utf-8")
+
+
 @njit(cache=True, nogil=True)
 def blank_non_ascii(data: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
     """Overwrite with spaces the bytes of every non-ASCII character of the valid UTF-8

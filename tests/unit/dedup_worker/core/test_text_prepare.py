@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import unicodedata
 
 import numpy as np
@@ -9,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.support.simhash_reference as reference
-from dedup_worker.core._unicode_kernel import non_ascii_tokens, plain_punctuation, word_table
+from dedup_worker.core._unicode_kernel import (
+    character_fold,
+    non_ascii_tokens,
+    plain_punctuation,
+    word_table,
+)
 from dedup_worker.core.text import normalize, prepare
 
 # Every code point but the surrogates (text from the wire is valid UTF-8).
@@ -111,3 +117,35 @@ def test_plain_punctuation_never_composes_with_its_neighbours() -> None:
         expected = "\n".join(context.format(a, a) for a in alone)
         assert together == expected, context
     assert all(not any(word_table()[ord(x)] for x in a) for a in alone)
+
+
+def test_a_character_folded_alone_folds_alike_beside_any_other() -> None:
+    """What lets ``prepare`` fold a text one distinct character at a time: every character
+    ``character_fold`` accepts has the same NFKC image, case-folded, beside letters, beside
+    itself and beside every other such character (planes 0-2 and 14, in code point order
+    and shuffled), and the characters it refuses include the combining marks and the
+    Hangul vowels."""
+    codepoints = [
+        cp
+        for cp in [*range(0x80, 0x30000), *range(0xE0000, 0xE1000)]
+        if not 0xD800 <= cp < 0xE000 and character_fold(cp) is not None
+    ]
+    assert len(codepoints) > 100_000
+    assert character_fold(0x301) is None and character_fold(0x1161) is None
+    assert character_fold(0xC9) == ("É".encode(), "é".encode())
+    assert character_fold(0xFB01) == ("ﬁ".encode(), b"fi")
+    chars = [chr(cp) for cp in codepoints]
+    images = {c: unicodedata.normalize("NFKC", c).casefold() for c in chars}
+    shuffled = random.Random(7).sample(chars, len(chars))
+    for order in (chars, shuffled):
+        for context in ("a{0}b", "é{0}{0}", "{0}z"):
+            text = "\n".join(context.format(c) for c in order)
+            expected = "\n".join(context.format(images[c]) for c in order)
+            assert unicodedata.normalize("NFKC", text).casefold() == expected, context
+        together = unicodedata.normalize("NFKC", "".join(order)).casefold()
+        assert together == "".join(images[c] for c in order)
+
+
+def test_a_page_folded_by_character_has_the_words_of_normalize() -> None:
+    text = "CAFÉ\u00a0Ｆｕｌｌ ﬁle Straße İstanbul ǅ Σίσυφος " * 30 + "Ⅻ²"
+    assert kernel_words(text) == normalized_words(text)
