@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +45,12 @@ def word_table() -> npt.NDArray[np.uint8]:
     return table
 
 
-@cache
+#: Per-character answers kept per process: the characters real pages use are a few thousand, and
+#: a bound keeps a page of every code point from growing the caches without end.
+_PER_CHARACTER = 1 << 16
+
+
+@lru_cache(maxsize=_PER_CHARACTER)
 def plain_punctuation(codepoint: int) -> bool:
     """True if the character is blanked by ``prepare`` in any context, so a text whose only
     non-ASCII characters are such may skip NFKC and case folding: not a word character, not a
@@ -67,7 +72,7 @@ def _second_elements() -> frozenset[int]:
     return frozenset(hangul | {int(p[1], 16) for p in pairs if len(p) == 2 and p[0][0] != "<"})
 
 
-@cache
+@lru_cache(maxsize=_PER_CHARACTER)
 def character_fold(codepoint: int) -> tuple[bytes, bytes] | None:
     """The UTF-8 of the character and of its NFKC image case-folded, when NFKC of a text does
     that to the character wherever it stands: it is a starter that composes with nothing
