@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+from dedup_worker.worker.main import GC_THRESHOLDS, settle_heap
 from dedup_worker.worker.metrics import GcPauses, WorkerMetrics
 
 
@@ -36,3 +37,15 @@ def test_a_young_collection_is_not_reported_as_a_full_one() -> None:
         gc.collect(0)
         gc.collect(1)
     assert pauses.take_longest_full() == 0.0
+
+
+def test_the_worker_freezes_start_up_and_collects_less_often() -> None:
+    thresholds = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert GC_THRESHOLDS[0] > thresholds[0]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
