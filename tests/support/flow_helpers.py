@@ -19,19 +19,29 @@ from tests.support.worker_helpers import WorkerProcess, produce_pages
 @contextmanager
 def trickle(
     bootstrap: str, topic: str, pages: list[Page], chunk: int = 25, pause: float = 0.05
-) -> Iterator[None]:
-    """Produce ``pages`` in small chunks in the background (a stream, not one burst)."""
+) -> Iterator[threading.Event]:
+    """Produce ``pages`` in small chunks in the background (a stream, not one burst).
+
+    Each chunk takes a new producer, whose first send waits ~0.5 s (librdkafka's idempotent
+    producer asks for its id then), so a chunk goes out about every ``pause`` + 0.5 s. Set the
+    yielded event once the test has done what needed a flowing stream: the rest of the pages
+    then go out at once instead of taking that pace to the end."""
+    rush = threading.Event()
 
     def run() -> None:
-        for lo in range(0, len(pages), chunk):
-            produce_pages(bootstrap, topic, pages[lo : lo + chunk])
-            time.sleep(pause)
+        lo = 0
+        while lo < len(pages):
+            step = len(pages) - lo if rush.is_set() else chunk
+            produce_pages(bootstrap, topic, pages[lo : lo + step])
+            lo += step
+            rush.wait(pause)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        yield
+        yield rush
     finally:
+        rush.set()
         thread.join(300)
 
 

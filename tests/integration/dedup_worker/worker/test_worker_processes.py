@@ -59,10 +59,11 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(
     reader = s.reader()
     worker = spawn(s.env)
     wait_for_log(worker, r"partitions assigned: \['")
-    with trickle(s.bootstrap, s.pages, pages):
+    with trickle(s.bootstrap, s.pages, pages) as rush:
         reader.read_until(lambda records: len(records) >= 150)
         metrics = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
         assert worker.terminate() == 0, worker.log_text()
+        rush.set()
     for name in ("pages_total", "decisions_total", "probe_seconds", "consumer_lag"):
         assert f"neardup_worker_{name}" in metrics
     prefetched = re.search(r"^neardup_worker_prefetched_batches_total (\S+)$", metrics, re.M)
@@ -117,7 +118,7 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
     reader = s.reader()
     worker = spawn(s.env)
     wait_for_log(worker, r"partitions assigned: \['")
-    with trickle(s.bootstrap, s.pages, pages):
+    with trickle(s.bootstrap, s.pages, pages) as rush:
         reader.read_until(lambda records: len(records) >= 150)
         for server in servers:
             server.pause()
@@ -128,6 +129,7 @@ def test_kill_9_then_restart_ends_with_one_final_decision_per_page(
             for server in servers:
                 server.resume()
         restarted = spawn(s.env)
+        rush.set()
         reader.wait_for_pages(pages, timeout=90)
     reader.settle(1.0)
     assert restarted.terminate() == 0
@@ -164,11 +166,12 @@ def test_a_group_of_workers_ends_with_the_earliest_wins_answer(
     for worker in workers:
         wait_for_log(worker, r"partitions assigned: \['")
     reader = s.reader()
-    with trickle(s.bootstrap, s.pages, pages, chunk=15):
+    with trickle(s.bootstrap, s.pages, pages, chunk=15) as rush:
         reader.read_until(lambda records: len(records) >= 200)
         workers.append(spawn(s.env | {"NEARDUP_WORKER_ID": "w2"}))
         wait_for_log(workers[2], r"partitions assigned: \['")
         assert workers[0].terminate() == 0, workers[0].log_text()
+        rush.set()  # the rebalances happened mid-stream: the rest can come as a backlog
     reader.wait_for_pages(pages, timeout=90)
     reader.settle(1.5)
     for worker in workers[1:]:
@@ -192,10 +195,11 @@ def test_two_workers_given_one_worker_id_the_fenced_one_says_so_and_no_page_is_l
     reader = s.reader()
     first = spawn(s.env)
     wait_for_log(first, r"partitions assigned: \['")
-    with trickle(s.bootstrap, s.pages, pages, pause=0.1):
+    with trickle(s.bootstrap, s.pages, pages, pause=0.1) as rush:
         reader.read_until(lambda records: len(records) >= 60)
         second = spawn(s.env)  # same NEARDUP_WORKER_ID: its producer fences the first's
         assert first.wait(60) == 1, first.log_text()
+        rush.set()
         log = first.full_log()
         assert "worker stopped by an error" in log, first.log_text()
         assert "do two workers share one NEARDUP_WORKER_ID?" in log, first.log_text()
