@@ -44,7 +44,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from dedup_worker.core.records import (
     PENDING,
@@ -71,6 +71,8 @@ VERDICTS = {code: verdict for verdict, code in VERDICT_CODES.items()}
 PENDING_CODE = VERDICT_CODES[PENDING]
 SUPPRESSED_CODES = tuple(sorted(VERDICT_CODES[v] for v in SUPPRESSED))
 HAS_DUP_ID, HAS_DUP_URL, CORRECTED = 0x10, 0x20, 0x40
+#: The mutable part of a record with a known verdict and no duplicate: its code byte alone.
+_CODE_ONLY = {verdict: bytes((code,)) for verdict, code in VERDICT_CODES.items()}
 HEADER = struct.Struct(">QHH")
 _FIXED = struct.Struct(">Qd")
 _U16 = struct.Struct(">H")
@@ -204,17 +206,25 @@ def encode(record: DocRecord) -> bytes:
 
 def _encode(record: DocRecord) -> bytes:
     url = record.url.encode("utf-8")
-    mutable = template(
-        record.verdict, record.duplicate_of_id, record.duplicate_of is not None, record.corrected
-    )
-    if record.duplicate_of is not None:
-        mutable += dup_url_tail(url, record.duplicate_of.encode("utf-8"))
+    if record.duplicate_of is None and record.duplicate_of_id is None and not record.corrected:
+        # Most records: a pending one, as claim stores it (one cached byte, ~1 us less).
+        mutable = _CODE_ONLY.get(record.verdict) or template(record.verdict, None, False)
+    else:
+        mutable = template(
+            record.verdict, record.duplicate_of_id, record.duplicate_of is not None,
+            record.corrected,
+        )  # fmt: skip
+        if record.duplicate_of is not None:
+            mutable += dup_url_tail(url, record.duplicate_of.encode("utf-8"))
+    sketch = record.sketch
     immutable = b"".join(
         (
-            url_key(record.url),
+            _U16.pack(len(url)) if len(url) <= _MAX_FIELD else _too_large("url", len(url)),
+            url,
             _FIXED.pack(record.fingerprint, record.fetched_at),
             _checksum(record.checksum),
-            _U16.pack(len(record.sketch)) + record.sketch,
+            _U16.pack(len(sketch)),
+            sketch,
             _host(url, record.host),
         )
     )
@@ -257,14 +267,13 @@ def dup_url_tail(url: bytes, dup: bytes) -> bytes:
 
 
 def _checksum(checksum: str) -> bytes:
-    if len(checksum) % 2 == 0 and checksum == checksum.lower():
-        try:
-            raw = bytes.fromhex(checksum)
-        except ValueError:
-            pass
-        else:
-            if raw.hex() == checksum and len(raw) <= _MAX_SHORT:
-                return bytes((0x80 | len(raw),)) + raw
+    try:
+        raw = bytes.fromhex(checksum)
+    except ValueError:
+        pass
+    else:  # the round trip holds only for lowercase hex without spaces
+        if len(raw) <= _MAX_SHORT and raw.hex() == checksum:
+            return bytes((0x80 | len(raw),)) + raw
     return _short(checksum.encode("utf-8"), "checksum", _MAX_SHORT)
 
 
@@ -283,7 +292,11 @@ def _short(raw: bytes, what: str, limit: int) -> bytes:
 
 def _check(ok: bool, what: str, detail: object) -> None:
     if not ok:
-        raise RecordTooLarge(f"{what} does not fit the redis record encoding ({detail})")
+        _too_large(what, detail)
+
+
+def _too_large(what: str, detail: object) -> NoReturn:
+    raise RecordTooLarge(f"{what} does not fit the redis record encoding ({detail})")
 
 
 # ---- decoding ------------------------------------------------------------------------------
