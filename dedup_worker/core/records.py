@@ -31,9 +31,9 @@ def page_id(url: str, fetched_at: float) -> int:
     return (millis << URL_HASH_BITS) | (url_hash(url) & ((1 << URL_HASH_BITS) - 1))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # a value, shared by caches: not frozen only for speed (see Page)
 class DocRecord:
-    """The engine's memory of one processed page."""
+    """The engine's memory of one processed page (never assigned to: ``with_verdict``)."""
 
     id: int
     url: str
