@@ -101,7 +101,7 @@ class Decision:
                 "schema": self.schema,
                 "url": self.url,
                 "host": self.host,
-                "verdict": self.verdict.value,
+                "verdict": self.verdict,  # a StrEnum: orjson writes its value
                 "simhash": self.simhash,
                 "duplicate_of": self.duplicate_of,
                 "distance": self.distance,

@@ -107,7 +107,7 @@ class WorkerMetrics:
         # Counted per label first: a labels() lookup per decision cost ~2% of the worker.
         counts: collections.Counter[tuple[str, bool]] = collections.Counter()
         for decision in decisions:
-            counts[(decision.verdict.value, decision.corrects)] += 1
+            counts[(decision.verdict, decision.corrects)] += 1  # a StrEnum member is its value
             candidates = decision.evidence.get("candidates")
             if not decision.corrects and isinstance(candidates, int):
                 self.candidates.observe(candidates)
