@@ -10,10 +10,14 @@ from __future__ import annotations
 import collections
 import gc
 import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
 
 from dedup_worker.contract.messages import Decision
 from dedup_worker.core.index_api import HammingIndex, Matches, U64Array
@@ -70,11 +74,11 @@ class WorkerMetrics:
             buckets=_SIZE_BUCKETS,
             registry=self.registry,
         )
-        self.candidates = Histogram(
+        self.candidates = CountHistogram(
             "neardup_worker_candidates_per_probe",
             "index entries within k found for one page",
-            buckets=_CANDIDATE_BUCKETS,
-            registry=self.registry,
+            _CANDIDATE_BUCKETS,
+            self.registry,
         )
         self.gc_pause_seconds = Histogram(
             "neardup_worker_gc_pause_seconds",
@@ -103,16 +107,14 @@ class WorkerMetrics:
         start_http_server(port, registry=self.registry)
         logger.info("metrics on http://0.0.0.0:%d/metrics", port)
 
-    def observe_decisions(self, decisions: Iterable[Decision]) -> None:
-        # Counted per label first: a labels() lookup per decision cost ~2% of the worker.
-        counts: collections.Counter[tuple[str, bool]] = collections.Counter()
-        for decision in decisions:
-            counts[(decision.verdict, decision.corrects)] += 1  # a StrEnum member is its value
-            candidates = decision.evidence.get("candidates")
-            if not decision.corrects and isinstance(candidates, int):
-                self.candidates.observe(candidates)
+    def observe_decisions(self, decisions: Sequence[Decision]) -> None:
+        # A batch at a time: a labels() lookup and a Histogram.observe per decision cost ~2 us
+        # a page on the main thread (a StrEnum verdict is its value, for the label).
+        counts = collections.Counter((d.verdict, d.corrects) for d in decisions)
         for (verdict, corrects), count in counts.items():
             self.decisions.labels(verdict, str(corrects).lower()).inc(count)
+        found = [d.evidence.get("candidates") for d in decisions if not d.corrects]
+        self.candidates.observe_many([c for c in found if isinstance(c, int)])
 
     def observe_lag(self, lag: Mapping[tuple[str, int], int]) -> None:
         for (topic, partition), behind in lag.items():
@@ -122,6 +124,44 @@ class WorkerMetrics:
         """A sample's current value (0 if absent): for tests and the benchmark."""
         found = self.registry.get_sample_value(name, dict(labels or {}))
         return 0.0 if found is None else found
+
+
+class CountHistogram(Collector):
+    """A Prometheus histogram fed a batch of values at once (``Histogram.observe`` costs
+    ~0.7 us a value, and the worker has one per page); exposed like ``Histogram``'s."""
+
+    def __init__(
+        self, name: str, doc: str, bounds: Sequence[float], registry: CollectorRegistry
+    ) -> None:
+        self._name, self._doc = name, doc
+        self._bounds = np.asarray(bounds, dtype=np.float64)
+        self._counts = np.zeros(len(bounds) + 1, dtype=np.int64)  # the last: above all bounds
+        self._sum = 0.0
+        self._lock = threading.Lock()  # the HTTP server's thread collects
+        registry.register(self)
+
+    def observe_many(self, values: Sequence[float]) -> None:
+        if not values:
+            return
+        at = np.searchsorted(self._bounds, np.asarray(values, dtype=np.float64), side="left")
+        counts = np.bincount(at, minlength=self._counts.size)
+        with self._lock:
+            self._counts += counts
+            self._sum += float(sum(values))
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        with self._lock:
+            cumulative = np.cumsum(self._counts).tolist()
+            total = self._sum
+        buckets = [(_le(b), c) for b, c in zip(self._bounds.tolist(), cumulative, strict=False)]
+        family = HistogramMetricFamily(self._name, self._doc)
+        family.add_metric([], [*buckets, ("+Inf", cumulative[-1])], total)
+        yield family
+
+
+def _le(bound: float) -> str:
+    """A bucket's ``le`` label as prometheus_client spells it (``1.0``, ``+Inf``)."""
+    return str(float(bound))
 
 
 class GcPauses:
