@@ -247,6 +247,8 @@ def template(verdict: str, dup_id: int | None, has_url: bool, corrected: bool = 
 
 def verdict_entry(verdict: str, original: Original, corrected: bool = False) -> bytes:
     """n_template 2 | n_url 2 | template | the duplicate's URL, as finalize and correct take it."""
+    if original is None and not corrected and verdict in _PLAIN_ENTRIES:
+        return _PLAIN_ENTRIES[verdict]  # most pages: a known verdict and no duplicate
     if original is None:
         head, dup_url = template(verdict, None, False, corrected), b""
     else:
@@ -254,6 +256,10 @@ def verdict_entry(verdict: str, original: Original, corrected: bool = False) -> 
         dup_url = original[0].encode("utf-8")
     _check(len(head) + 2 + len(dup_url) <= _MAX_FIELD, "duplicate url", len(dup_url))
     return _U16.pack(len(head)) + _U16.pack(len(dup_url)) + head + dup_url
+
+
+#: ``verdict_entry`` of each known verdict without a duplicate (one per page in finalize).
+_PLAIN_ENTRIES = {v: _U16.pack(1) + _U16.pack(0) + code for v, code in _CODE_ONLY.items()}
 
 
 def dup_url_tail(url: bytes, dup: bytes) -> bytes:
