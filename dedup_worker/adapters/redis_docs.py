@@ -207,8 +207,8 @@ class RedisDocStore:
         buckets: list[int],
         entry: Callable[[int], bytes],
     ) -> Call:
-        suffixes = " ".join(self.layout.suffix(buckets[i]) for i in at)
-        blob = b"".join(entry(i) for i in at)
+        suffixes = self.layout.suffixes([buckets[i] for i in at])
+        blob = b"".join([entry(i) for i in at])
         return (
             name,
             self.layout.strays_key(shard),
@@ -247,6 +247,8 @@ class RedisDocStore:
 
     def _group(self, buckets: list[int]) -> list[tuple[int, list[int]]]:
         """(shard, positions in batch order) per shard the buckets fall in."""
+        if self.layout.shard_bits == 0:  # one Redis: one call (~0.4 us an entry less)
+            return [(0, list(range(len(buckets))))] if buckets else []
         groups: dict[int, list[int]] = {}
         for position, bucket in enumerate(buckets):
             groups.setdefault(self.layout.shard(bucket), []).append(position)

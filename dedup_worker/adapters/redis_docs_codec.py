@@ -130,6 +130,11 @@ class DocLayout:
         """The bucket's key suffix within its shard (its bits above the shard bits, hex)."""
         return f"{bucket >> self.shard_bits:x}"
 
+    def suffixes(self, buckets: list[int]) -> str:
+        """``suffix`` of each bucket, space-separated, as the scripts take them."""
+        shift = self.shard_bits
+        return " ".join([f"{bucket >> shift:x}" for bucket in buckets])
+
     def prefix(self, shard: int) -> str:
         """Key prefix of a shard's buckets; Lua appends the suffix."""
         return f"nd:{{{self.namespace}:d{shard:x}}}:"
