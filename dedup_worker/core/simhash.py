@@ -64,7 +64,7 @@ class FeatureConfig:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # a value; not frozen for speed, one per page (see contract.messages.Page)
 class Document:
     """The parts of a page that vote: body text, title and headings."""
 

@@ -64,7 +64,7 @@ class Timing:
         return self.decode + self.engine + self.commit
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # a value; not frozen for speed, one per decision (see messages.Page)
 class Encoded:
     """A decision and its message, encoded before the transaction begins."""
 
