@@ -319,7 +319,7 @@ def check_against_oracle(decisions: list[Decision], pages: list[Page]) -> int:
     """Final verdicts equal the oracle's; duplicate_of is an earlier candidate. Returns the
     number of suppressed pages (so callers can check the stream planted some)."""
     expected = oracle(pages)
-    near = candidate_rule()
+    near, k = candidate_rule(), load_config([], {}).k
     final = fold_decisions(decisions)
     assert set(final) == set(expected), "a page has no decision"
     by_url = {url: e for (url, _), e in expected.items()}
@@ -332,7 +332,11 @@ def check_against_oracle(decisions: list[Decision], pages: list[Page]) -> int:
         if suppressed:
             original = by_url[decision.duplicate_of or ""]
             assert original.order < want.order, (key, decision.duplicate_of)
-            assert near(original.fingerprint, want.fingerprint)
+            # Within k of the page: a correction names the earliest page it knows within k of
+            # the corrected one (the engine's ``_earliest_original``), which need not share a
+            # table key with it (seen once in a race of three workers on a busy machine).
+            distance = (original.fingerprint ^ want.fingerprint).bit_count()
+            assert distance <= k, (key, decision.duplicate_of, distance)
     assert not wrong, f"{len(wrong)} verdicts differ from the oracle, e.g. {wrong[:5]}" + (
         _explain(wrong[0][0], decisions, pages, near)
     )
