@@ -30,6 +30,12 @@ def register(commands: Any) -> None:
         "--keep-serving", action="store_true", help="leave the site up for a browser (Ctrl-C)"
     )
     demo.add_argument("--quiet", action="store_true", help="no live progress lines")
+    demo.add_argument(
+        "--site", type=Path, metavar="DIR",
+        help="crawl this folder of real pages instead of the generated site: one folder per "
+        "host (DIR/<host>/index.html, ...), as `wget --mirror` writes them; scored against "
+        "the pages' own resemblance",
+    )  # fmt: skip
     demo.set_defaults(handler=run_demo)
 
 
@@ -50,7 +56,11 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         return _fail(f"--out must be a directory, {args.out} is a file")
     options = DemoOptions(
-        out=args.out, workers=args.workers, keep_serving=args.keep_serving, quiet=args.quiet
+        out=args.out,
+        workers=args.workers,
+        keep_serving=args.keep_serving,
+        quiet=args.quiet,
+        site=args.site,
     )
     try:
         return run(options)

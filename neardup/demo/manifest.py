@@ -19,7 +19,7 @@ from neardup.demo.planted import Site
 from neardup.demo.server import SiteServer
 
 
-def manifest(server: SiteServer) -> dict[str, Any]:
+def manifest(server: SiteServer[Site]) -> dict[str, Any]:
     site, url = server.site, server.url
     duplicates = [
         {

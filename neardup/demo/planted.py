@@ -33,6 +33,8 @@ from neardup.demo import text
 
 HOSTS = ("main", "mirror", "other")
 SESSION = "7f3a9c2e"
+#: The body of a 404.
+NOT_FOUND = b"<html><body>not here</body></html>"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,19 @@ class Site:
     def add(self, spec: Spec) -> Spec:
         self.pages[(spec.host, spec.path)] = spec
         return spec
+
+    def respond(
+        self, host: str, path: str, base: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The response to ``GET path`` on ``host`` (for :mod:`~neardup.demo.server`)."""
+        if path == "/robots.txt":
+            return 200, {"Content-Type": "text/plain"}, self.robots[host].encode()
+        spec = self.pages.get((host, path))
+        if spec is None:
+            return 404, {"Content-Type": "text/html"}, NOT_FOUND
+        if spec.redirect_to is not None:
+            return 301, {"Location": base[host] + spec.redirect_to}, b""
+        return 200, {"Content-Type": spec.content_type}, render(spec, base)
 
 
 def article(seed: int, path: str, links: list[Link], paragraphs: int = 8) -> Spec:

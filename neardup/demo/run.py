@@ -1,6 +1,7 @@
-"""``neardup demo``: serve the demo site on loopback, crawl it as ``neardup crawl`` does (embedded
-broker and Redis, dedup workers, the spider), score the crawl against the site's ground truth,
-and write the decisions, the HTML report and the figures to one directory.
+"""``neardup demo``: serve the demo site on loopback (or, with ``--site DIR``, a folder of real
+pages: :mod:`neardup.demo.static`), crawl it as ``neardup crawl`` does (embedded broker and Redis,
+dedup workers, the spider), score the crawl against the site's ground truth, and write the
+decisions, the HTML report and the figures to one directory.
 
 Nothing leaves the machine: the site is served on 127.0.0.2-6, the broker and Redis on
 127.0.0.1, and the children get a ``no_proxy`` naming the site's addresses, so a proxy
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neardup.crawl_run import CrawlOptions, CrawlRun
-from neardup.demo.score import DemoScore, score, score_lines
+from neardup.demo.score import score, score_lines
 from neardup.demo.site import DemoSite, DemoTruth
+from neardup.demo.static import FolderSite, SiteTruth, score_site, site_score_lines
 
 DECISIONS = "decisions.jsonl"
 REPORT = "report.html"
@@ -34,20 +36,27 @@ class DemoOptions:
     workers: int = 2
     keep_serving: bool = False
     quiet: bool = False
+    #: A folder of real pages, one folder per host (``--site``); None: the generated demo site.
+    site: Path | None = None
+
+
+Served = DemoSite | FolderSite
 
 
 def run_demo(options: DemoOptions) -> int:
     """Exit code: 0 after a complete crawl, the crawl's code otherwise. Raises
-    ``SiteAddressError`` when the site cannot be served, ``CrawlError`` as ``neardup crawl``."""
+    ``SiteAddressError`` when the site cannot be served, ``SiteFolderError`` for a ``--site``
+    that holds no hosts, ``CrawlError`` as ``neardup crawl``."""
+    served: Served = DemoSite() if options.site is None else FolderSite(options.site)
     options.out.mkdir(parents=True, exist_ok=True)
-    with DemoSite() as site:
+    with served as site:
         truth = site.truth()
-        print("\n".join(banner(site.base, len(truth.pages))), flush=True)
+        lines = banner(site.base, len(truth.pages), options.site)
+        print("\n".join(lines), flush=True)
         code = CrawlRun(_crawl_options(options, site)).run()
         if code != 0:
             return code
-        result = _score_and_report(options, site, truth)
-        print("\n".join(score_lines(result)))
+        print("\n".join(_score_and_report(options, site, truth)))
         print(f"report: {options.out / REPORT}; figures: {options.out / FIGURES}")
         if options.keep_serving:
             _serve_until_interrupted(site)
@@ -64,13 +73,18 @@ HOST_ROLES = {
 }
 
 
-def banner(base: Mapping[str, str], pages: int) -> list[str]:
-    lines = [f"neardup demo: a generated site of {pages} pages on {len(base)} loopback hosts"]
-    lines += [f"  {host:<10} {url}/  {HOST_ROLES.get(host, '')}" for host, url in base.items()]
+def banner(base: Mapping[str, str], pages: int, folder: Path | None = None) -> list[str]:
+    what = "a generated site of" if folder is None else f"the site folder {folder}:"
+    lines = [f"neardup demo: {what} {pages} pages on {len(base)} loopback hosts"]
+    width = max(10, *(len(host) for host in base))
+    lines += [
+        f"  {host:<{width}} {url}/  {HOST_ROLES.get(host, '') if folder is None else ''}".rstrip()
+        for host, url in base.items()
+    ]
     return lines
 
 
-def _crawl_options(options: DemoOptions, site: DemoSite) -> CrawlOptions:
+def _crawl_options(options: DemoOptions, site: Served) -> CrawlOptions:
     return CrawlOptions(
         seeds=site.seeds(),
         out=options.out / DECISIONS,
@@ -93,18 +107,26 @@ def demo_environment(environ: Mapping[str, str], addresses: tuple[str, ...]) -> 
     return env
 
 
-def _score_and_report(options: DemoOptions, site: DemoSite, truth: DemoTruth) -> DemoScore:
+def _score_and_report(
+    options: DemoOptions, site: Served, truth: DemoTruth | SiteTruth
+) -> list[str]:
+    """Score the crawl, write the report and the figures; the summary's lines."""
     from neardup.report import write_report
 
     summary = write_report(options.out / DECISIONS, options.out / REPORT, truth.page_bytes)
     by_url = {key.url: decision for key, decision in summary.final.items()}
-    result = score(truth, site.fetched(), by_url)
-    figures = {**result.as_dict(), "site": dict(truth.base), "seeds": list(truth.seeds)}
+    if isinstance(truth, DemoTruth):
+        planted = score(truth, site.fetched(), by_url)
+        figures, lines = planted.as_dict(), score_lines(planted)
+    else:
+        folder = score_site(truth, site.fetched(), by_url)
+        figures, lines = folder.as_dict(), site_score_lines(folder)
+    figures |= {"site": dict(truth.base), "seeds": list(truth.seeds)}
     (options.out / FIGURES).write_text(json.dumps(figures, indent=2) + "\n")
-    return result
+    return lines
 
 
-def _serve_until_interrupted(site: DemoSite) -> None:
+def _serve_until_interrupted(site: Served) -> None:
     print("the site stays up for a browser (Ctrl-C to stop):")
     for host, url in site.base.items():
         print(f"  {host:<10} {url}/")

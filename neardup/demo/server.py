@@ -1,4 +1,5 @@
-"""Serve a :class:`~neardup.demo.planted.Site` on loopback addresses, one threaded server per host.
+"""Serve a site on loopback addresses, one threaded server per host: the planted demo site
+(:class:`~neardup.demo.planted.Site`) or a folder of real pages (:mod:`neardup.demo.static`).
 
 Linux routes all of 127.0.0.0/8 to the loopback interface, so each host of the site gets an
 address of its own (127.0.0.2, 127.0.0.3, ...), as different hosts on the web would: Scrapy's
@@ -13,10 +14,9 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from crawler.urls import canonicalize_url
-from neardup.demo.planted import Site, render
 from neardup.errors import NeardupError
 
 ADDRESSES = {
@@ -41,8 +41,27 @@ class Hit:
     user_agent: str = ""
 
 
-class SiteServer:
-    def __init__(self, site: Site, addresses: dict[str, str] | None = None) -> None:
+#: A response: status, headers, body.
+Response = tuple[int, dict[str, str], bytes]
+
+
+class Content(Protocol):
+    """What a served site provides: its hosts, and a response to a request for a path."""
+
+    @property
+    def hosts(self) -> tuple[str, ...]: ...
+
+    def respond(self, host: str, path: str, base: dict[str, str]) -> Response:
+        """The response to ``GET path`` on ``host``; ``base`` maps every host to its served
+        ``http://address:port`` (for absolute links and redirects)."""
+        ...
+
+
+C = TypeVar("C", bound=Content)
+
+
+class SiteServer(Generic[C]):
+    def __init__(self, site: C, addresses: dict[str, str] | None = None) -> None:
         self.site = site
         self.addresses = addresses or ADDRESSES
         self.base: dict[str, str] = {}
@@ -93,15 +112,8 @@ class SiteServer:
             hits = list(self.log)
         return [self.url(h.host, h.path) for h in hits if h.path != "/robots.txt"]
 
-    def respond(self, host: str, path: str) -> tuple[int, dict[str, str], bytes]:
-        if path == "/robots.txt":
-            return 200, {"Content-Type": "text/plain"}, self.site.robots[host].encode()
-        spec = self.site.pages.get((host, path))
-        if spec is None:
-            return 404, {"Content-Type": "text/html"}, b"<html><body>not here</body></html>"
-        if spec.redirect_to is not None:
-            return 301, {"Location": self.base[host] + spec.redirect_to}, b""
-        return 200, {"Content-Type": spec.content_type}, render(spec, self.base)
+    def respond(self, host: str, path: str) -> Response:
+        return self.site.respond(host, path, self.base)
 
 
 def _bind(host: str, addresses: dict[str, str], handler: Any) -> ThreadingHTTPServer:
@@ -118,7 +130,7 @@ def _bind(host: str, addresses: dict[str, str], handler: Any) -> ThreadingHTTPSe
         ) from exc
 
 
-def _handler(server: SiteServer, host: str) -> Any:
+def _handler(server: SiteServer[Any], host: str) -> Any:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
