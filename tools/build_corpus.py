@@ -3,6 +3,7 @@
     python tools/build_corpus.py --download CACHE         # once: release archives into CACHE
     python tools/build_corpus.py OUT_DIR [--cache CACHE] [--scale 1.0]
         [--fixture tests/fixtures/quality] [--fixture-real tests/fixtures/quality_real]
+    python tools/build_corpus.py --sites SITES_DIR [--sources npm,click]   # crawlable sites
 
 Families (ids name source, release or renderer, and path):
 
@@ -31,6 +32,10 @@ Writes ``corpus.jsonl`` ({"id", "title", "text", "source"}, in a fixed pseudo-ra
 ``stats.json`` (with the report: pages and positive pairs per source, Jaccard bands and Hamming
 bands per pair relation, ``corpus_sources.report``). ``--fixture DIR`` writes a small labelled
 subset of the original sources, ``--fixture-real DIR`` one of the new families (< 2 MB each).
+
+``--sites DIR`` writes the documentation sites themselves instead, as folders of HTML with
+their links, one per host (``corpus_sources.site_dirs``), for ``neardup demo --site DIR``: a
+whole crawl scored by the duplicates it fetched and the unique pages it never fetched.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus_sources import download, report, short, sites
+from corpus_sources import download, report, short, site_dirs, sites
 from corpus_sources.common import Doc, MissingTool, sampled, stable_fraction
 from corpus_sources.original import (
     docstrings,
@@ -240,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixture-bytes", type=int, default=1_000_000)
     parser.add_argument("--fixture-real", type=Path, help="a small subset of the new families")
     parser.add_argument("--fixture-real-bytes", type=int, default=1_200_000)
+    parser.add_argument("--sites", type=Path, help="write the crawlable sites here and exit")
+    parser.add_argument(
+        "--sources",
+        default="",
+        help="with --sites: only these sources (" + ",".join(sites.SITE_GENERATORS) + ")",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     families = [f for f in args.families.split(",") if f]
@@ -249,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.download:
             download.download(args.cache if args.download is True else Path(args.download))
             return 0
+        if args.sites:
+            return _write_sites(args.cache, args.sites, args.site_scale, args.sources)
         if args.out is None:
             parser.error("OUT_DIR is required unless --download")
         docs = collect(args.scale, families, args.site_scale, args.cache)
@@ -267,6 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         subset = real_fixture_subset(docs, pairs, args.fixture_real_bytes)
         real_stats = write_corpus(args.fixture_real, subset, label(subset), floor=0.8)
         print("fixture of the new families:\n" + report.format_report(real_stats))
+    return 0
+
+
+def _write_sites(cache: Path, out: Path, scale: float, sources: str) -> int:
+    chosen = [s for s in sources.split(",") if s]
+    if unknown := set(chosen) - set(sites.SITE_GENERATORS):
+        print(f"build_corpus: --sources: unknown {sorted(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        written = site_dirs.write_site_dirs(cache, out, scale, chosen)
+    except FileExistsError as exc:
+        print(f"build_corpus: {exc}", file=sys.stderr)
+        return 2
+    for host, pages in written.items():
+        print(f"{host:<40}{pages:>6} pages")
+    print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")
+    print(f"  neardup demo --site {out}")
     return 0
 
 

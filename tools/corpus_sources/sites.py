@@ -68,6 +68,9 @@ class Tree:
     paths: tuple[str, ...]  # relative paths of the pages taken
     repo: str
     official: Path | None = None  # the project's own HTML build of the same paths
+    #: Where the release is served (``--sites``: "/10.9.0"); the hand-made templates' links
+    #: start with it. Links are not visible text: the corpus is the same whatever it is.
+    prefix: str = ""
 
 
 Generator = Callable[[Tree], dict[str, bytes]]
@@ -120,7 +123,7 @@ def _wrapped(renderer: Bodies, template: str) -> Generator:
             listed = section[:NAV_ITEMS]
             for at, (path, body) in enumerate(zip(section, bodies, strict=True)):
                 shown = listed if path in listed else [*listed, path]
-                nav = [(titles[p], "/" + p.rsplit(".", 1)[0] + ".html") for p in shown]
+                nav = [(titles[p], _href(tree, p)) for p in shown]
                 raw = (tree.root / path).read_text(encoding="utf-8", errors="replace")
                 page = templates.Page(
                     site=tree.source if tree.source != "readme" else Path(path).parent.name,
@@ -130,10 +133,8 @@ def _wrapped(renderer: Bodies, template: str) -> Generator:
                     body=body,
                     nav=nav,
                     headings=_headings(raw),
-                    previous=(titles[section[at - 1]], section[at - 1]) if at > 0 else None,
-                    next=(titles[section[at + 1]], section[at + 1])
-                    if at + 1 < len(section)
-                    else None,
+                    previous=_pager(tree, titles, section, at - 1),
+                    next=_pager(tree, titles, section, at + 1),
                     updated=DATES.get(tree.release, DEFAULT_DATE),
                     repo=tree.repo,
                 )
@@ -141,6 +142,20 @@ def _wrapped(renderer: Bodies, template: str) -> Generator:
         return pages
 
     return generate
+
+
+def _href(tree: Tree, path: str) -> str:
+    """The served address of a source path: ``{prefix}/{path}`` with ``.html``."""
+    return f"{tree.prefix}/{path.rsplit('.', 1)[0]}.html"
+
+
+def _pager(
+    tree: Tree, titles: dict[str, str], section: list[str], at: int
+) -> tuple[str, str] | None:
+    """The previous or next page's (title, href), if the section has one there."""
+    if not 0 <= at < len(section):
+        return None
+    return titles[section[at]], _href(tree, section[at])
 
 
 def _read(tree: Tree, path: str) -> str:
