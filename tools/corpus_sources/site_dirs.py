@@ -67,11 +67,23 @@ def write_site_dirs(
     for host, listed in releases.items():
         contents = {r: _write_contents(out / host / r, host, r, titles) for r, titles in listed}
         if len(listed) > 1:
-            shutil.copytree(out / host / listed[-1][0], out / host / LATEST)
+            _alias(out / host, listed[-1][0])
             contents = {LATEST: contents[listed[-1][0]], **contents}
         _write_home(out / host, host, contents)
         written[host] = sum(1 for _ in (out / host).rglob("*.html"))
     return written
+
+
+def _alias(folder: Path, release: str) -> None:
+    """``/latest/``: the newest release again, its links to itself under the alias (as Read
+    the Docs builds it); relative links stay as they are."""
+    shutil.copytree(folder / release, folder / LATEST)
+    spelled = [(f"{q}/{release}/".encode(), f"{q}/{LATEST}/".encode()) for q in ('"', "'")]
+    for page in (folder / LATEST).rglob("*.html"):
+        body = page.read_bytes()
+        for old, new in spelled:
+            body = body.replace(b"href=" + old, b"href=" + new)
+        page.write_bytes(body)
 
 
 def _write_contents(folder: Path, host: str, release: str, titles: dict[str, str]) -> str:
