@@ -19,16 +19,10 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   20. Real rules are bimodal: a mirror or a session id holds on nearly every page, a
   pagination or language parameter fails on most; 11 straight successes happen by chance with
   probability 0.8**11 = 8.6% for a rule of precision 0.8 and 0.05% for one of 0.5.
-- ``window_failures = 1``: one failed check drops a rule. A failure is a page the rule maps
-  onto one it does not duplicate: the rule's skips lose pages like it. Real rules are not all
-  bimodal: a release prefix (``/10.8.1/`` -> ``/10.8.2/``) holds on most pages of a
-  documentation site and fails on the few that changed. Tolerating 2 failures among the last 8
-  checks (``window = 8``, the default until real sites were crawled), such rules of precision
-  0.94 stayed active and skipped 12 unique pages in a crawl of 19 documentation hosts
-  (``neardup demo --site``, ``tools/build_corpus.py --sites``); dropped at their first failure,
-  none, for 2% more fetches. Dropping is permanent: a pagination parameter that collected some
-  lucky successes must never come back, and a wrongly dropped rule only costs fetches, never
-  content.
+- ``window = 8``, ``window_failures = 2``: "starts failing" is 2 failures among the last 8
+  checks. A rule of precision 0.98 trips it with probability ~1% per check window, one of 0.875
+  within a few windows. Dropping is permanent: a pagination parameter that collected some lucky
+  successes must never come back, and a wrongly dropped rule only costs fetches, never content.
 - ``min_paths = 3``, ``min_values = 3``: a rule seen on one or two paths is page-specific; an
   any-value parameter rule seen with one or two values (``page=1`` is the plain listing) says
   nothing about the others.
@@ -36,8 +30,8 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   figure; systematic, one in twenty of each rule's predictions, see
   :meth:`crawler.rules.book.RuleBook.explore`),
   ``max(min_exploration, min(1, exploration_scale / checks))`` with
-  ``exploration_scale = 0``. A rule that turns bad is dropped at its first sampled failure,
-  i.e. after losing about ``window_failures / rate`` = 20 pages at most. A
+  ``exploration_scale = 0``. A rule that turns bad is dropped after about ``window_failures``
+  sampled failures, i.e. after losing about ``window_failures / rate`` = 40 pages at most. A
   young rule used to get more (scale 1: 9% right after activation), to drop a bad one after
   ~22 pages; but the 11 clean checks it took to activate already make a bad young rule rare
   (0.05% for precision 0.5), while the extra checks cost every good rule fetches just when most
@@ -120,7 +114,7 @@ class RulePolicy:
     min_paths: int = 3
     min_values: int = 3
     window: int = 8
-    window_failures: int = 1
+    window_failures: int = 2
     min_exploration: float = 0.05
     exploration_scale: float = 0.0
     diversity_cap: int = 16
