@@ -29,6 +29,8 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
+
 from crawler.coverage import measure
 from crawler.extract import extract
 from crawler.urls import canonicalize_url
@@ -37,6 +39,7 @@ from neardup.demo.planted import NOT_FOUND
 from neardup.demo.server import Response, SiteServer
 from neardup.demo.truth import Rendered, jaccard_partners
 from neardup.errors import NeardupError
+from neardup.evaluation.quality import jaccard, shingle_sets
 
 #: Hosts get 127.0.1.1, 127.0.1.2, ...: clear of the demo's 127.0.0.2-6.
 FIRST_ADDRESS = (127, 0, 1, 1)
@@ -236,6 +239,8 @@ class SiteScore:
     duplicates_fetched: int
     found: int
     lost: tuple[str, ...]
+    #: Each lost page's highest resemblance to a page the crawl fetched (below 0.9).
+    lost_nearest: tuple[float, ...]
     coverage: float
     wrong: tuple[str, ...]
     hosts: tuple[HostScore, ...]
@@ -265,9 +270,26 @@ def score_site(
         duplicates_fetched=measures.wasted,
         found=len(suppressed),
         lost=measures.lost,
+        lost_nearest=nearest_fetched(truth, measures.lost, fetch_log),
         coverage=measures.coverage,
         wrong=tuple(wrong),
         hosts=_host_scores(truth, fetch_log, set(measures.lost)),
+    )
+
+
+def nearest_fetched(
+    truth: SiteTruth, pages: Sequence[str], fetch_log: Sequence[str]
+) -> tuple[float, ...]:
+    """Each page's highest resemblance to a fetched page: how far from the crawl's content a
+    page it never fetched is (exact, over word 4-shingles)."""
+    fetched = [url for url in dict.fromkeys(fetch_log) if url in truth.rendered]
+    if not pages or not fetched:
+        return tuple(0.0 for _ in pages)
+    sets = shingle_sets([truth.rendered[url].text for url in [*fetched, *pages]])
+    others = np.arange(len(fetched), dtype=np.int64)
+    return tuple(
+        round(float(jaccard(sets, np.full_like(others, len(fetched) + i), others).max()), 3)
+        for i in range(len(pages))
     )
 
 
@@ -303,7 +325,9 @@ def site_score_lines(s: SiteScore) -> list[str]:
         f"and found {s.found} duplicates",
         f"    duplicates fetched:         {s.duplicates_fetched} (a crawl of every link: "
         f"{s.full_duplicates})",
-        f"    unique pages never fetched: {len(s.lost)} (coverage {s.coverage:.3f})"
+        f"    unique pages never fetched: {len(s.lost)} (coverage {s.coverage:.3f}"
+        + _nearest(s.lost_nearest)
+        + ")"
         + _examples(s.lost),
         f"    suppressed although not a near-duplicate (J < 0.9) of their match: {len(s.wrong)}"
         + _examples(s.wrong),
@@ -316,6 +340,14 @@ def site_score_lines(s: SiteScore) -> list[str]:
             f"{h.unique_missed:>15}"
         )
     return lines
+
+
+def _nearest(resemblances: Sequence[float]) -> str:
+    if not resemblances:
+        return ""
+    low, high = min(resemblances), max(resemblances)
+    span = f"{low:.2f}" if low == high else f"{low:.2f}-{high:.2f}"
+    return f"; each resembles a page fetched at J {span}"
 
 
 def _examples(urls: Sequence[str]) -> str:

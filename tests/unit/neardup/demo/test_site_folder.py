@@ -141,8 +141,12 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
     by_host = {h.host: h for h in score.hosts}
     assert by_host["mirror"].fetched == 2 and by_host["mirror"].unique_missed == 1
     assert by_host["docs"].unique_missed == 1
+    # The two copies of release 2's b resemble what was fetched alike, and below 0.9.
+    nearest = score.lost_nearest
+    assert len(nearest) == 2 and nearest[0] == nearest[1] and 0.0 < nearest[0] < 0.9
     lines = "\n".join(site_score_lines(score))
     assert "unique pages never fetched: 2 (coverage" in lines
+    assert "each resembles a page fetched at J" in lines
     assert "duplicates fetched:         6" in lines
     assert score.as_dict()["unique_missed"] == 2
 
