@@ -10,8 +10,9 @@ seen set: one round trip per duplicate page) is a *predicted duplicate*, any oth
 content, followed**. P's predicted duplicates form a group: a sample of it (5 + 10%) is
 fetched at once, whatever the URL rules say; the rest is held here until every sampled page
 came back a duplicate of its counterpart (**the rest is dropped**, counted as suppressed) or one
-did not (**the rest is followed**: the hub was a duplicate, its leaves are not). A sample
-decided before its counterpart waits for the counterpart's decision.
+did not (**the rest is followed**: the hub was a duplicate, its leaves are not). The groups of
+one rewrite share their samples (:class:`~crawler.rules.counterparts.RewriteEvidence`): a group
+fetches only the samples its rewrite lacks, and waits for those its siblings have in flight.
 
 "Same anchor text", the issue's other way to find a counterpart, is not available: the contract
 carries a page's outlinks as URLs only (the ``pages`` message has no anchors), and a judge sees
@@ -34,7 +35,7 @@ from typing import Protocol
 from crawler.crawl_rules import CrawlRules, Stats
 from crawler.frontier import Held
 from crawler.judging import DecidedPage, DecisionJudge, Judgement
-from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
+from crawler.rules.counterparts import GroupCheck, GroupVerdict, RewriteEvidence, judge_outlinks
 from crawler.rules.learning import check_outcome, rewrite_between
 from dedup_worker.contract.reading import PageKey
 
@@ -84,6 +85,7 @@ class SubtreeJudge:
         self._default = DecisionJudge()
         self._pending: dict[int, _Group] = {}  # in creation order
         self._waiting: dict[str, list[_Group]] = {}  # sampled URL -> groups waiting for it
+        self._evidence: dict[str, RewriteEvidence] = {}  # rewrite key -> its groups' samples
         # counterpart URL -> (group, sample) decided before it, waiting for its decision
         self._counterparts: dict[str, list[tuple[_Group, str]]] = {}
         rules.sampler = self
@@ -114,7 +116,9 @@ class SubtreeJudge:
                 by_url.setdefault(held.url, []).append(held)
         known = self._known(url, keeper, list(by_url))
         book = self.rules.rules.book
-        judged = judge_outlinks(url, keeper, by_url, known.__contains__, book.policy, book)
+        judged = judge_outlinks(
+            url, keeper, by_url, known.__contains__, book.policy, book, self._evidence
+        )
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
         follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
@@ -149,9 +153,10 @@ class SubtreeJudge:
         return fetched | {c for c, hit in zip(rest, self.claimed(rest), strict=True) if hit}
 
     def _open(self, group: _Group) -> GroupVerdict:
-        """Record the samples already decided; wait for the others."""
-        verdict = GroupVerdict.PENDING
-        for sample in group.check.sample:
+        """The verdict the rewrite's samples give already, recording those decided since they
+        were sampled; or wait for the others."""
+        verdict = group.check.verdict
+        for sample in group.check.waiting_for:
             if verdict is not GroupVerdict.PENDING:
                 break
             verdict = self._check(group, sample)
@@ -212,9 +217,14 @@ class SubtreeJudge:
         return released
 
     def _give_up(self, group: _Group) -> bool:
+        """Samples that did not come back are no evidence either way: withdrawn, and the
+        group, short of its samples, is followed."""
         self.stats.inc_value("dedup/groups_unsettled")
-        waiting = group.check.waiting_for
-        verdict = group.check.record(waiting[0], False) if waiting else GroupVerdict.FOLLOW
+        for sample in group.check.waiting_for:
+            group.check.evidence.withdraw(sample)
+        verdict = group.check.verdict
+        if verdict is GroupVerdict.PENDING:  # not after a withdrawal; kept safe regardless
+            verdict = GroupVerdict.FOLLOW
         self._resolve(group, verdict)
         return bool(group.held) and verdict is GroupVerdict.FOLLOW
 
