@@ -23,7 +23,8 @@ from pathlib import Path
 from neardup.crawl_run import CrawlOptions, CrawlRun
 from neardup.demo.score import score, score_lines
 from neardup.demo.site import DemoSite, DemoTruth
-from neardup.demo.static import FolderSite, SiteTruth, score_site, site_score_lines
+from neardup.demo.static import FolderSite, SiteTruth
+from neardup.demo.static_score import score_site, site_score_lines
 
 DECISIONS = "decisions.jsonl"
 REPORT = "report.html"

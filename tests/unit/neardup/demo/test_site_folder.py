@@ -9,14 +9,8 @@ import pytest
 
 from dedup_worker.contract.messages import Decision, Verdict
 from neardup.cli import main
-from neardup.demo.static import (
-    FolderSite,
-    SiteFolderError,
-    StaticSite,
-    score_site,
-    site_score_lines,
-    site_truth,
-)
+from neardup.demo.static import FolderSite, SiteFolderError, StaticSite, site_truth
+from neardup.demo.static_score import score_site, site_score_lines
 
 WORDS = [f"w{i}" for i in range(400)]
 
