@@ -75,6 +75,7 @@ class LinkScheduler:
         self._origins: dict[str, bool] = {}
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
+        self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
 
     @property
     def stats(self) -> Any:
@@ -147,12 +148,23 @@ class LinkScheduler:
     def apply(self, decisions: Sequence[Decision]) -> None:
         self.observer.observe(decisions)
         wanted: dict[str, _Want] = {}
-        for decision in decisions:
-            self._handle(self.ledger.apply(decision), wanted)
-        ready, self._ready = self._ready, []
-        for outcome in ready:
-            self._handle(outcome, wanted)
-        self._schedule(wanted)
+        self._wanting = set()
+        try:
+            # Duplicates last: one decided in the same poll as its keeper (mirrors fetched
+            # together) is judged once the keeper's outlinks are wanted (``wanted_now``).
+            for decision in sorted(decisions, key=_judged_last):
+                self._handle(self.ledger.apply(decision), wanted)
+            ready, self._ready = self._ready, []
+            for outcome in sorted(ready, key=lambda o: _judged_last(o.decision)):
+                self._handle(outcome, wanted)
+            self._schedule(wanted)
+        finally:
+            self._wanting = set()
+
+    def wanted_now(self, url: str) -> bool:
+        """Whether a page decided in the poll being applied wants canonical ``url``: it is
+        about to be claimed, as if it were already (a judge asks while the poll applies)."""
+        return url in self._wanting
 
     def _handle(self, outcome: Outcome, wanted: dict[str, _Want]) -> None:
         self.stats.inc_value(f"dedup/decisions_{outcome.action.value}")
@@ -214,6 +226,7 @@ class LinkScheduler:
             self.ledger.scheduled(url, source)  # a second source of a link already chosen
         elif self.ledger.claim(url, source) is Claim.NEW:
             wanted[url] = _Want(held, source, level)
+            self._wanting.add(held.url)
         else:
             self.stats.inc_value("dedup/outlinks_already_pending")
 
@@ -361,6 +374,12 @@ class LinkScheduler:
         self.stats.set_value("dedup/outlinks_suppressed", never)
         saved = dedup_stats.bytes_saved_estimate(never, self.stats.get_stats())
         self.stats.set_value("dedup/bytes_saved_estimate", saved)
+
+
+def _judged_last(decision: Decision | None) -> bool:
+    """A page not followed (a duplicate) may have its outlinks judged against its keeper's:
+    it goes after the rest of its poll. Corrections keep their place."""
+    return decision is not None and not decision.follow_outlinks and not decision.corrects
 
 
 def _fingerprint(request: Any) -> bytes:

@@ -89,8 +89,13 @@ def install_rules(
             return url
 
     def claimed(urls: Sequence[str]) -> list[bool]:
+        """Claimed in the crawl's seen set, or about to be: wanted by the poll being applied
+        (a keeper decided together with its duplicate)."""
+        wanted = [session.links.wanted_now(url) for url in urls]
+        rest = [url for url, now in zip(urls, wanted, strict=True) if not now]
         seen: CrawlSeen = session.seen()
-        return seen.contains_many(list(urls))
+        found = iter(seen.contains_many(rest) if rest else [])
+        return [True if now else next(found) for now in wanted]
 
     comparer = PageComparer(sketches) if sketches is not None else None
     rules = CrawlRules(shared, stats, canonical, publish, comparer, crawl_id)

@@ -10,7 +10,9 @@ seen set: one round trip per duplicate page) is a *predicted duplicate*, any oth
 content, followed**. P's predicted duplicates form a group: a sample of it (5 + 10%) is
 fetched at once, whatever the URL rules say; the rest is held here until every sampled page
 came back a duplicate of its counterpart (**the rest is dropped**, counted as suppressed) or one
-did not (**the rest is followed**: the hub was a duplicate, its leaves are not).
+did not (**the rest is followed**: the hub was a duplicate, its leaves are not). The groups of
+one rewrite share their samples (:class:`~crawler.rules.counterparts.RewriteEvidence`): a group
+fetches only the samples its rewrite lacks, and waits for those its siblings have in flight.
 
 "Same anchor text", the issue's other way to find a counterpart, is not available: the contract
 carries a page's outlinks as URLs only (the ``pages`` message has no anchors), and a judge sees
@@ -27,13 +29,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from crawler.crawl_rules import CrawlRules, Stats
 from crawler.frontier import Held
 from crawler.judging import DecidedPage, DecisionJudge, Judgement
-from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
+from crawler.rules.counterparts import GroupCheck, GroupVerdict, RewriteEvidence, judge_outlinks
 from crawler.rules.learning import check_outcome, rewrite_between
 from dedup_worker.contract.reading import PageKey
 
@@ -58,6 +60,8 @@ class _Group:
     priority: float
     held: list[Held]
     since: float
+    waits: tuple[str, ...] = ()  # the samples it was registered as waiting for
+    counterparts: list[str] = field(default_factory=list)  # and the counterparts, likewise
 
 
 class SubtreeJudge:
@@ -81,6 +85,9 @@ class SubtreeJudge:
         self._default = DecisionJudge()
         self._pending: dict[int, _Group] = {}  # in creation order
         self._waiting: dict[str, list[_Group]] = {}  # sampled URL -> groups waiting for it
+        self._evidence: dict[str, RewriteEvidence] = {}  # rewrite key -> its groups' samples
+        # counterpart URL -> (group, sample) decided before it, waiting for its decision
+        self._counterparts: dict[str, list[tuple[_Group, str]]] = {}
         rules.sampler = self
 
     @property
@@ -109,7 +116,9 @@ class SubtreeJudge:
                 by_url.setdefault(held.url, []).append(held)
         known = self._known(url, keeper, list(by_url))
         book = self.rules.rules.book
-        judged = judge_outlinks(url, keeper, by_url, known.__contains__, book.policy, book)
+        judged = judge_outlinks(
+            url, keeper, by_url, known.__contains__, book.policy, book, self._evidence
+        )
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
         follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
@@ -144,41 +153,51 @@ class SubtreeJudge:
         return fetched | {c for c, hit in zip(rest, self.claimed(rest), strict=True) if hit}
 
     def _open(self, group: _Group) -> GroupVerdict:
-        """Record the samples already decided; wait for the others."""
-        fetched = self.rules.fetched
-        verdict = GroupVerdict.PENDING
-        for sample in group.check.sample:
-            keeper = fetched.keeper_of(sample)
-            if keeper is None:
-                continue
-            verdict = group.check.record(sample, self._outcome(group, sample, keeper))
-            if verdict is not GroupVerdict.PENDING:
-                return verdict
-        self._pending[id(group)] = group
+        """The verdict the rewrite's samples give already, recording those decided since they
+        were sampled; or wait for the others."""
+        verdict = group.check.verdict
         for sample in group.check.waiting_for:
+            if verdict is not GroupVerdict.PENDING:
+                break
+            verdict = self._check(group, sample)
+        if verdict is not GroupVerdict.PENDING:
+            return verdict
+        self._pending[id(group)] = group
+        group.waits = group.check.waiting_for
+        for sample in group.waits:
             self._waiting.setdefault(sample, []).append(group)
         return verdict
 
-    def _outcome(self, group: _Group, sample: str, keeper: str) -> bool:
-        duplicate_of = None if keeper == sample else keeper
+    def _check(self, group: _Group, sample: str) -> GroupVerdict:
+        """Record a sample once it and its counterpart are decided. A sample fetched before
+        its counterpart (both queued, the sample first) waits for the counterpart's decision:
+        it is no evidence yet, and counted as a failure it released groups of pages that were
+        duplicates (a release and its /latest/ alias fetched side by side)."""
+        fetched = self.rules.fetched
+        keeper = fetched.keeper_of(sample)
+        if keeper is None:
+            return group.check.verdict
         counterpart = group.check.counterpart(sample)
         comparer = self.rules.comparer
         resembles = comparer.resembles if comparer is not None else None
-        outcome = check_outcome(
-            sample, duplicate_of, counterpart, self.rules.fetched.keeper_of, resembles
-        )
-        return bool(outcome)  # an unknown counterpart counts as not matching
+        duplicate_of = None if keeper == sample else keeper
+        outcome = check_outcome(sample, duplicate_of, counterpart, fetched.keeper_of, resembles)
+        if outcome is None:
+            self._counterparts.setdefault(counterpart, []).append((group, sample))
+            group.counterparts.append(counterpart)
+            return group.check.verdict
+        return group.check.record(sample, outcome)
 
     # ---- decisions of samples (the observer's news) --------------------------------------------
 
     def decided(self, pages: Sequence[tuple[str, str | None]]) -> None:
         for url, _ in pages:
             self.rules.forced.discard(url)
-            groups = self._waiting.pop(url, None)
-            keeper = self.rules.fetched.keeper_of(url)
-            for group in groups or ():
-                if id(group) in self._pending and keeper is not None:
-                    verdict = group.check.record(url, self._outcome(group, url, keeper))
+            waiting = [(group, url) for group in self._waiting.pop(url, ())]
+            waiting += self._counterparts.pop(url, [])  # samples that waited for this page
+            for group, sample in waiting:
+                if id(group) in self._pending:
+                    verdict = self._check(group, sample)
                     if verdict is not GroupVerdict.PENDING:
                         self._resolve(group, verdict)
 
@@ -198,20 +217,31 @@ class SubtreeJudge:
         return released
 
     def _give_up(self, group: _Group) -> bool:
+        """Samples that did not come back are no evidence either way: withdrawn, and the
+        group, short of its samples, is followed."""
         self.stats.inc_value("dedup/groups_unsettled")
-        waiting = group.check.waiting_for
-        verdict = group.check.record(waiting[0], False) if waiting else GroupVerdict.FOLLOW
+        for sample in group.check.waiting_for:
+            group.check.evidence.withdraw(sample)
+        verdict = group.check.verdict
+        if verdict is GroupVerdict.PENDING:  # not after a withdrawal; kept safe regardless
+            verdict = GroupVerdict.FOLLOW
         self._resolve(group, verdict)
         return bool(group.held) and verdict is GroupVerdict.FOLLOW
 
     def _resolve(self, group: _Group, verdict: GroupVerdict) -> None:
         self._pending.pop(id(group), None)
-        for sample in group.check.waiting_for:
+        for sample in group.waits:
             others = self._waiting.get(sample)
             if others is not None and group in others:
                 others.remove(group)
                 if not others:
                     del self._waiting[sample]
+        for counterpart in group.counterparts:
+            kept = [w for w in self._counterparts.get(counterpart, ()) if w[0] is not group]
+            if kept:
+                self._counterparts[counterpart] = kept
+            else:
+                self._counterparts.pop(counterpart, None)
         self._count(verdict, group)
         if verdict is GroupVerdict.SUPPRESS:
             self.links.drop_held(group.held, group.depth)

@@ -8,8 +8,9 @@ share of duplicates unique, as the real index does for pairs beyond k bits. Mode
 - ``wholesale``: outlinks of duplicate pages are dropped (what the crawler did before issue 13);
 - ``rules``: outlinks of unique pages go through the rules (a confident prediction whose
   counterpart is fetched or queued is skipped, unless sampled), outlinks of duplicate pages are
-  judged against their keeper's (new content followed, predicted duplicates sampled as a group),
-  and every decision is learned from. This is the integration the crawler will do, in miniature.
+  judged against their keeper's (new content followed, predicted duplicates sampled as a group,
+  the groups of one rewrite sharing their samples), and every decision is learned from. This
+  is the integration the crawler does, in miniature.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawler.coverage import CrawlMeasures, measure
-from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
+from crawler.rules.counterparts import GroupCheck, GroupVerdict, RewriteEvidence, judge_outlinks
 from crawler.rules.learning import check_outcome
 from crawler.rules.policy import DEFAULT_POLICY, RulePolicy, stable_fraction
 from crawler.rules.shared import SharedRules
@@ -62,15 +63,20 @@ class _Crawl:
         self.keeper: dict[str, str] = {}
         self.waiting: dict[str, list[GroupCheck]] = {}
         self.forced: set[str] = set()  # group samples: fetched whatever the rules say
+        self.evidence: dict[str, RewriteEvidence] = {}  # each rewrite's samples
+        self.done: set[GroupCheck] = set()  # groups whose verdict was applied
 
     def run(self) -> SimResult:
         for seed in self.truth.seeds:
             self.enqueue(seed)
         while self.queue or self.waiting:
-            if not self.queue:  # samples that will never be fetched: release their groups
+            if not self.queue:  # samples that will never be fetched: follow their groups
                 for url in list(self.waiting):
                     for group in self.waiting.pop(url):
-                        self.resolve(group, url, ok=False)
+                        group.evidence.withdraw(url)
+                        verdict = group.verdict  # short of samples: followed
+                        if group not in self.done and verdict is not GroupVerdict.PENDING:
+                            self.settled(group, verdict)
                 continue
             self.fetch(self.next_url())
         return self.result
@@ -140,13 +146,16 @@ class _Crawl:
 
     def judge(self, url: str, outlinks: tuple[str, ...]) -> None:
         assert self.rules is not None
+        # A link a rule skipped is no member of a group (as in the crawler's judge).
+        skipped = {link for link in outlinks if link in self.claimed} - self.queued_or_fetched
         judgement = judge_outlinks(
             url,
             self.keeper[url],
-            outlinks,
+            [link for link in outlinks if link not in skipped],
             self.queued_or_fetched.__contains__,
             self.rules.store.policy,
             self.rules.book,
+            self.evidence,
         )
         for link in judgement.follow:
             self.offer(link)
@@ -154,17 +163,22 @@ class _Crawl:
         if group is None:
             return
         self.result.groups.append(group)
-        for sample in group.sample:
+        if group.verdict is not GroupVerdict.PENDING:  # its rewrite's samples decided it
+            self.settled(group, group.verdict)
+            return
+        for sample in group.waiting_for:  # its own new samples and those of its siblings
             if sample in self.keeper:  # already fetched: its decision is known
                 self.resolve(group, sample, ok=self.outcome(group, sample))
             elif sample in self.queued_or_fetched:
                 self.waiting.setdefault(sample, []).append(group)
             elif sample in self.claimed:  # skipped by a rule: no check to wait for
-                self.resolve(group, sample, ok=False)
+                group.evidence.withdraw(sample)
             else:
                 self.forced.add(sample)
                 self.enqueue(sample)
                 self.waiting.setdefault(sample, []).append(group)
+        if group.verdict is not GroupVerdict.PENDING and group not in self.done:
+            self.settled(group, group.verdict)
 
     def outcome(self, group: GroupCheck, sample: str) -> bool:
         duplicate_of = None if self.keeper[sample] == sample else self.keeper[sample]
@@ -178,11 +192,14 @@ class _Crawl:
         return other in self.truth.partners.get(url, ())
 
     def resolve(self, group: GroupCheck, sample: str, ok: bool) -> None:
-        before = group.verdict
-        after = group.record(sample, ok)
-        if before is not GroupVerdict.PENDING or after is GroupVerdict.PENDING:
-            return
-        if after is GroupVerdict.FOLLOW:
+        verdict = group.record(sample, ok)
+        if verdict is not GroupVerdict.PENDING and group not in self.done:
+            self.settled(group, verdict)
+
+    def settled(self, group: GroupCheck, verdict: GroupVerdict) -> None:
+        """Once per group: its held members followed or suppressed."""
+        self.done.add(group)
+        if verdict is GroupVerdict.FOLLOW:
             for link in group.held:
                 self.offer(link)
         else:

@@ -22,6 +22,7 @@ from crawler.frontier import ResumeState
 from crawler.judging import HOLD, DecidedPage, Judgement
 from crawler.links import LINK_META
 from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
+from crawler.rules_setup import install_rules
 from crawler.scheduling import DecisionScheduler
 from crawler.session import NeardupSession, missing_components
 from dedup_worker.contract.messages import Decision, Page, Verdict
@@ -172,6 +173,48 @@ def test_a_judge_may_keep_requests_back_and_release_them_later() -> None:
     [(source, rest, depth, priority)] = kept
     plugin.session.links.release_held(source, rest, depth, priority)
     assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1", "http://a.test/2"]
+
+
+def test_a_duplicate_decided_in_the_same_poll_as_its_keeper_has_its_outlinks_grouped() -> None:
+    """Mirrors fetched together are decided together: the keeper's outlinks, wanted in the
+    same poll, are the counterparts of the duplicate's (seen on real documentation sites: a
+    release and its /latest/ alias linked from one home page had every outlink of the
+    duplicate followed as new content, 13% of fetches saved instead of half)."""
+    plugin = Plugin()
+    plugin.session.rules = install_rules(plugin.session, plugin.crawler.stats, "t", print)
+    leaves = [f"/{n}.html" for n in range(20)]
+    pages = {}
+    for prefix in ("/latest", "/8.1.7"):
+        plugin.respond(requests(*(prefix + leaf for leaf in leaves)), f"http://a.test{prefix}/")
+        pages[prefix] = plugin.publisher.pages[-1]
+    keeper, mirror = pages["/latest"], pages["/8.1.7"]
+    decisions = [
+        Decision(
+            url=page.url,
+            host=page.host,
+            fetched_at=page.fetched_at,
+            decided_at=1.0,
+            verdict=verdict,
+            simhash="0" * 16,
+            priority=0.5,
+            follow_outlinks=original is None,
+            outlinks=page.outlinks if original is None else (),
+            duplicate_of=original,
+        )
+        for page, verdict, original in (
+            (mirror, Verdict.EXACT_DUPLICATE, keeper.url),  # first in the poll
+            (keeper, Verdict.UNIQUE, None),
+        )
+    ]
+    plugin.session.links.apply(decisions)
+    fetched = [r.url for r in plugin.engine.crawled]
+    assert sorted(u for u in fetched if "/latest/" in u) == sorted(
+        f"http://a.test/latest{leaf}" for leaf in leaves
+    )
+    mirrored = [u for u in fetched if "/8.1.7/" in u]
+    assert 0 < len(mirrored) < len(leaves)  # a sample, the rest held for its verdict
+    assert plugin.stat("dedup/groups_sampled") == 1
+    assert plugin.stat("dedup/outlinks_new_content") in (0, None)
 
 
 def test_the_gate_skips_a_request_before_it_is_claimed() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler.rules.book import RuleBook
-from crawler.rules.counterparts import GroupCheck, GroupVerdict, judge_outlinks
+from crawler.rules.counterparts import GroupCheck, GroupVerdict, RewriteEvidence, judge_outlinks
 from crawler.rules.policy import DEFAULT_POLICY, State, group_sample_size
 from crawler.rules.rewrite import ParamRule, PathRewrite
 
@@ -94,3 +94,63 @@ def test_every_process_picks_the_same_sample(n: int, rng: object) -> None:
 def test_an_empty_group_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one"):
         GroupCheck(REWRITE, {})
+
+
+def test_the_groups_of_one_rewrite_share_their_samples() -> None:
+    """Every page of a mirrored section links to its siblings: each one fetched makes a group
+    of much the same members, which must not each fetch a sample of their own."""
+    evidence = RewriteEvidence()
+    members = {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(30)}
+    first = GroupCheck(REWRITE, members, evidence=evidence)
+    assert len(first.sample) == 8
+    # A sibling with 20 of the members, while the first group's samples are in flight: it
+    # waits for them and fetches nothing of its own.
+    sibling = GroupCheck(REWRITE, dict(list(members.items())[5:25]), evidence=evidence)
+    assert sibling.sample == () and set(sibling.waiting_for) == set(first.sample)
+    assert set(sibling.held) == set(list(members)[5:25])
+    for url in first.sample:
+        assert first.record(url, True) in (GroupVerdict.PENDING, GroupVerdict.SUPPRESS)
+    assert first.verdict is sibling.verdict is GroupVerdict.SUPPRESS
+    # A bigger group needs more samples: only the ones it lacks.
+    bigger = {**members, **{f"{M}/v1/q{i}": f"{D}/v2/q{i}" for i in range(40)}}
+    third = GroupCheck(REWRITE, bigger, evidence=evidence)
+    assert len(third.sample) == group_sample_size(70, DEFAULT_POLICY) - 8 == 4
+    assert not set(third.sample) & set(first.sample)
+    assert third.verdict is GroupVerdict.PENDING
+
+
+def test_one_sample_of_a_rewrite_that_does_not_match_releases_all_its_groups() -> None:
+    evidence = RewriteEvidence()
+    first = group_of_shared(30, evidence)
+    first.record(first.sample[0], False)
+    later = group_of_shared(12, evidence)
+    assert later.sample == () and later.verdict is first.verdict is GroupVerdict.FOLLOW
+
+
+def test_a_sample_that_never_comes_back_is_no_evidence() -> None:
+    evidence = RewriteEvidence()
+    group = group_of_shared(30, evidence)
+    for url in group.sample[1:]:
+        group.record(url, True)
+    evidence.withdraw(group.sample[0])
+    assert not evidence.failed
+    assert group.verdict is GroupVerdict.FOLLOW  # short of its samples: everything fetched
+    assert group.record(group.sample[0], True) is GroupVerdict.FOLLOW  # too late to count
+    assert len(GroupCheck(REWRITE, {f"{M}/x": f"{D}/x"}, evidence=evidence).sample) == 0
+
+
+def group_of_shared(n: int, evidence: RewriteEvidence) -> GroupCheck:
+    return GroupCheck(
+        REWRITE, {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(n)}, evidence=evidence
+    )
+
+
+def test_judging_keeps_each_rewrites_evidence_under_its_key() -> None:
+    kept: dict[str, RewriteEvidence] = {}
+    for page in ("a", "b"):
+        judged = judge_outlinks(
+            f"{M}/v1/{page}", f"{D}/v2/{page}", [f"{M}/v1/p{i}" for i in range(10)],
+            lambda url: True, evidence=kept,
+        )  # fmt: skip
+        assert judged.group is not None and judged.group.evidence is kept[REWRITE.key]
+    assert len(kept) == 1 and len(kept[REWRITE.key].pending) == 6

@@ -141,6 +141,55 @@ def test_a_duplicate_subtree_has_the_rest_of_its_group_suppressed() -> None:
     assert stats.values["dedup/groups_suppressed"] == 1
 
 
+def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own() -> None:
+    """Every chapter of release 2.0 links to every other (a sidebar): each fetched sample is a
+    duplicate page whose outlinks form a group of their own. Sampled group by group, the
+    samples of samples fetched most of the release (seen on real documentation sites)."""
+    rules, judge, links, stats, _ = setup()
+    page = release_pages(rules)
+    chapters = [f"{D}/r/2.0/c{i}" for i in range(20)]
+    forced = [held.url for held in judge.judge(page).follow if held.url in chapters]
+    assert len(forced) == 7
+    for url in forced:  # each sample comes back a duplicate, linking to every chapter
+        rules.observe([decision(url, url.replace("2.0", "1.0"))])
+        sibling = DecidedPage(
+            PageKey(url, 1.0), 2, tuple(chapters), decision(url, url.replace("2.0", "1.0")),
+            tuple(Held(link, link) for link in chapters),
+        )  # fmt: skip
+        judgement = judge.judge(sibling)
+        forced += [h.url for h in judgement.follow if h.url in chapters and h.url not in forced]
+    assert len(forced) == 7, "no sample beyond the release's first seven"
+    assert judge.waiting == 0 and links.released == []
+    assert stats.values["dedup/group_samples"] == 7
+    # Every chapter not sampled is dropped (with the samples the siblings listed again, fetched
+    # already: dropping them costs nothing).
+    assert set(links.dropped) == set(chapters)
+
+
+def test_a_sample_fetched_before_its_counterpart_waits_for_the_counterparts_decision() -> None:
+    """Release 1.0's chapters are queued, not fetched, when 2.0's index comes back a duplicate
+    of 1.0's: a sample of 2.0 can be fetched (and decided new) before its counterpart. That is
+    no failure: the counterpart, decided next, is the duplicate."""
+    stats, links = Stats(), Links()
+    rules = CrawlRules(SharedRules(MemoryRuleStore()), stats, str, lambda p: None)
+    judge = SubtreeJudge(rules, links, lambda urls: [True] * len(urls), stats, 60.0, Clock())
+    rules.observe([decision(f"{D}/r/1.0/")])  # its chapters are only scheduled
+    rules.observe([decision(f"{D}/r/2.0/", f"{D}/r/1.0/")])
+    chapters = [f"{D}/r/2.0/c{i}" for i in range(20)]
+    page = DecidedPage(
+        PageKey(f"{D}/r/2.0/", 1.0), 1, tuple(chapters), decision(f"{D}/r/2.0/", f"{D}/r/1.0/"),
+        tuple(Held(url, url) for url in chapters),
+    )  # fmt: skip
+    samples = [held.url for held in judge.judge(page).follow]
+    assert len(samples) == 7 and judge.waiting == 1
+    rules.observe([decision(url) for url in samples])  # first: new pages, for now
+    assert judge.waiting == 1 and links.released == [] and links.dropped == []
+    # Their counterparts come next, duplicates of them: the samples matched.
+    rules.observe([decision(url.replace("2.0", "1.0"), url) for url in samples])
+    assert judge.waiting == 0 and links.released == []
+    assert len(links.dropped) == 13 and stats.values["dedup/groups_suppressed"] == 1
+
+
 def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settles() -> None:
     rules, judge, links, _, _ = setup()
     page = release_pages(rules)
