@@ -13,9 +13,10 @@ A decision "page ``u`` is a near-duplicate of ``d``" proposes the rules that map
 
 Any decision is also a *check* of the rules that apply to its page (:func:`observe`): with
 ``target`` the page's keeper (itself if unique, else the keeper of the page it duplicates),
-a rule's counterpart ``c`` succeeds if ``c`` is ``target`` or its keeper is, fails if ``c``
-was fetched with another keeper (unless a direct comparison of the two pages, ``resembles``,
-finds them alike), and says nothing while ``c`` is unknown. A check of a host or
+a rule's counterpart ``c`` says nothing while it is unknown; once fetched, a direct comparison
+of the two pages (``resembles``: their sketches, clearly above the detector's threshold) settles
+the check when both pages have one; else it succeeds if ``c`` is ``target`` or its keeper is,
+and fails if ``c`` has another keeper. A check of a host or
 prefix rewrite is also a check of its inverse (``c`` holds ``u``'s content iff ``u`` holds
 ``c``'s): a mirror learned in one direction predicts in both, whichever copy a crawl meets
 first.
@@ -34,9 +35,10 @@ from crawler.rules.rewrite import ParamRule, PathRewrite, Rule, split_url
 #: its duplicates), or None if the page was not fetched (not decided) yet.
 KeeperOf = Callable[[str], str | None]
 #: resembles(url, counterpart): a direct comparison of two fetched pages (e.g. their sketches
-#: in the doc store: estimated resemblance >= 0.9), or None if either is unknown. The engine's
-#: index finds a pair only within Hamming distance k, and J >= 0.9 pairs often lie further
-#: apart; a check that trusted the index alone would count each miss against a good rule.
+#: in the doc store: estimated resemblance clearly above 0.9), or None if either is unknown.
+#: The engine's index finds a pair only within Hamming distance k, and J >= 0.9 pairs often
+#: lie further apart; a check that trusted the index alone would count each miss against a
+#: good rule, and one that trusted its keepers would count pairs just below 0.9 as clean.
 Resembles = Callable[[str, str], bool | None]
 
 
@@ -151,16 +153,18 @@ def check_outcome(
     keeper_of: KeeperOf,
     resembles: Resembles | None = None,
 ) -> bool | None:
-    """Whether decided page ``url`` holds its counterpart's content: True if both have the same
-    keeper (or, failing that, ``resembles`` says so), False if the counterpart was fetched and
-    neither says so, None while the counterpart is unknown (no evidence either way)."""
+    """Whether decided page ``url`` holds its counterpart's content: None while the counterpart
+    is unknown (no evidence either way); else what ``resembles`` says when it knows both pages
+    (the detector's keepers put pairs just below the threshold together, and a rule or group
+    vouched for by those skips pages below it); else whether both have the same keeper."""
     target = url if duplicate_of is None else (keeper_of(duplicate_of) or duplicate_of)
     keeper = keeper_of(counterpart)
-    if target in (counterpart, keeper):
-        return True
-    if keeper is None:
+    if keeper is None and target != counterpart:
         return None
-    return bool(resembles is not None and resembles(url, counterpart))
+    direct = resembles(url, counterpart) if resembles is not None else None
+    if direct is not None:  # the two pages compared themselves: that settles it
+        return direct
+    return target in (counterpart, keeper)
 
 
 def decision_checks(

@@ -1,6 +1,7 @@
 """One contract for every page ``SketchStore`` of the URL rules' direct comparisons: in process
 memory and Redis (server, cluster): what one process stores another reads; an unknown page
-reads as None; a page's sketch compares as the worker's verification would."""
+reads as None; a page's sketch compares as the worker's verification would, against the
+stricter bar of a check (``CHECK_SKETCH``)."""
 
 from __future__ import annotations
 

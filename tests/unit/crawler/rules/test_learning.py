@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -83,6 +85,23 @@ def test_check_outcome_compares_keepers() -> None:
     assert check_outcome(f"{D}/n", None, f"{D}/c", keeper) is False  # unique, c is known
     assert check_outcome(f"{D}/n", None, f"{D}/unknown", keeper) is None
     assert check_outcome(f"{D}/a", None, f"{D}/b", keeper) is True  # b later found a copy of a
+
+
+def test_a_direct_comparison_settles_a_check_when_both_pages_have_one() -> None:
+    keeper = keepers(a="a", c="c").get
+
+    def says(answer: bool | None) -> Callable[[str, str], bool | None]:
+        return lambda url, counterpart: answer
+
+    # the detector put n with a, but the two pages do not clearly resemble: a failure
+    assert check_outcome(f"{D}/n", f"{D}/a", f"{D}/a", keeper, says(False)) is False
+    # the index missed the pair, the pages resemble: a success
+    assert check_outcome(f"{D}/n", f"{D}/a", f"{D}/c", keeper, says(True)) is True
+    # no sketches: the keepers decide
+    assert check_outcome(f"{D}/n", f"{D}/a", f"{D}/a", keeper, says(None)) is True
+    assert check_outcome(f"{D}/n", f"{D}/a", f"{D}/c", keeper, says(None)) is False
+    # the counterpart not fetched yet: no evidence, whatever the comparer would say
+    assert check_outcome(f"{D}/n", f"{D}/a", f"{D}/unknown", keeper, says(True)) is None
 
 
 def test_observe_counts_each_rule_and_counterpart_once_and_checks_the_way_back() -> None:
