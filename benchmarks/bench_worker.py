@@ -11,7 +11,8 @@ subprocess (exactly as deployed), so broker, Redis, worker and this script share
 1. Throughput: ``--count`` 900-word pages (``synthetic_text.documents``) are produced to
    ``pages`` first; then one worker starts and the script reads ``decisions``. pages/s =
    decisions read between the first and the last one, divided by that time (worker start-up
-   excluded).
+   excluded). It also prints each process's CPU per page decided, and the ceiling their sum
+   puts on this host's cores: a run cannot beat it, whatever the worker overlaps.
 2. Latency: on fresh topics and a fresh worker, pages are produced at ``--rate`` pages/s for
    ``--warmup`` + ``--seconds``, each with ``fetched_at`` = its send time; latency = time
    the decision is consumed here - that send time, for the pages after the warm-up.
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from synthetic_text import documents
@@ -178,7 +180,7 @@ class Candidates:
         """Count ``messages``; returns how many are first decisions (not corrections)."""
         first = 0
         for message in messages:
-            decision = json.loads(message.value())
+            decision = orjson.loads(message.value())  # this process shares the cores
             if decision.get("corrects"):
                 continue
             first += 1
@@ -230,15 +232,20 @@ def throughput(
                     meter = CpuMeter(pids)
                 seen += decided
                 last = now
+        rate = (seen - first_count) / (last - first)
         if meter is not None:
             print(f"  CPU from the first decision to the last, % of one core: {meter.report()}")
+            print(f"  {meter.budget(seen - first_count)}")
+            # The run's rate over that ceiling: how well the stack uses the cores, a figure the
+            # host's speed (which moves the CPU per page by a third from run to run) leaves be.
+            print(f"  share of the ceiling reached: {rate / meter.ceiling(seen - first_count):.1%}")
         print(f"  {candidates.report()}")
     finally:
         worker.terminate()
         worker.wait(30)
         reader.close()
         delete_topics(broker, f"throughput{run}")
-    return (seen - first_count) / (last - first)
+    return rate
 
 
 def latency(
@@ -296,10 +303,27 @@ class CpuMeter:
 
     def report(self) -> str:
         wall = time.monotonic() - self.start
-        return ", ".join(
-            f"{n} {100 * (self._used(p) - self.before[n]) / wall:.0f}"
-            for n, p in self.processes.items()
+        return ", ".join(f"{n} {100 * used / wall:.0f}" for n, used in self._spent().items())
+
+    def ceiling(self, pages: int) -> float:
+        """Pages/s this host's cores allow at the CPU per page measured (see ``budget``)."""
+        stack = sum(self._spent().values()) / max(pages, 1)
+        return (os.cpu_count() or 1) / max(stack, 1e-12)
+
+    def budget(self, pages: int) -> str:
+        """CPU per page decided, by process, and the ceiling it puts on this host: the
+        broker, Redis, the worker and this reader share its cores, so at these costs no run
+        goes faster than cores / (their sum), however well the worker overlaps its waits.
+        Seconds of CPU per page vary with the host (see ``bench_instructions.py``)."""
+        per_page = {n: 1e6 * used / max(pages, 1) for n, used in self._spent().items()}
+        parts = ", ".join(f"{n} {us:.0f}" for n, us in per_page.items())
+        return (
+            f"CPU per page decided (us): {parts}; all {sum(per_page.values()):.0f}, so "
+            f"{os.cpu_count() or 1} cores cap a run at {self.ceiling(pages):,.0f} pages/s"
         )
+
+    def _spent(self) -> dict[str, float]:
+        return {n: self._used(p) - self.before[n] for n, p in self.processes.items()}
 
 
 #: Send time of the first measured page (set by the sender after the warm-up).
