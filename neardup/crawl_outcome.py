@@ -52,6 +52,28 @@ def load_rules(config: WorkerConfig, crawl_id: str) -> list[RuleRow]:
         client.close()
 
 
+#: The spider's close reasons that mean the crawl did not do its job, and what to tell the user.
+FAILED_REASONS = {
+    "dedup_stalled": (
+        "the dedup pipeline stalled: published pages got no decision for "
+        "NEARDUP_DECISION_TIMEOUT seconds (the spider's log names a page and the topics)"
+    ),
+}
+
+
+def failure(stats: Mapping[str, Any]) -> str | None:
+    """Why the crawl failed although the spider exited cleanly, or None."""
+    return FAILED_REASONS.get(str(stats.get("finish_reason", "")))
+
+
+def exit_code(spider_code: int, stats: Mapping[str, Any]) -> int:
+    """``neardup crawl``'s exit code: the spider's, or 1 when it closed for a failure
+    (Scrapy exits 0 whatever the close reason, so a script could not tell otherwise)."""
+    if spider_code == 0 and failure(stats) is not None:
+        return 1
+    return spider_code
+
+
 def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
     """The counts that say how much of the site the crawl holds and what it did not fetch."""
 

@@ -41,7 +41,14 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
 )
 from dedup_worker.worker.config import WorkerConfig, load_config
-from neardup.crawl_outcome import STATS_FILE, load_rules, outcome_lines, read_stats
+from neardup.crawl_outcome import (
+    STATS_FILE,
+    exit_code,
+    failure,
+    load_rules,
+    outcome_lines,
+    read_stats,
+)
 from neardup.errors import NeardupError
 from neardup.rules_table import RuleRow, rules_path, write_rules
 from neardup.summary import CrawlSummary, suppressed_links
@@ -143,6 +150,7 @@ class CrawlRun:
 
         bootstrap, redis_url = _external_services(self.options.base_environment())
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        self.options.out.parent.mkdir(parents=True, exist_ok=True)  # as Scrapy's -O does
         stack = None if bootstrap else EmbeddedStack(self.options.state_dir / "stack").start()
         self.embedded = stack is not None
         try:
@@ -177,6 +185,7 @@ class CrawlRun:
             code = self._wait(spider)
             recorder.drain()
         self._collect(config, stats_file)
+        code = exit_code(code, self.stats)
         self._summary(code)
         return code
 
@@ -291,6 +300,9 @@ class CrawlRun:
         elapsed = time.monotonic() - self.started
         outcome = "finished" if code == 0 else f"ended with code {code}"
         print(f"\nneardup crawl {outcome} in {elapsed:.1f}s")
+        reason = failure(self.stats)
+        if reason is not None:
+            print(f"error: {reason}")
         with self.tally.lock:
             lines = summary_lines(self.tally.summary)
         print("\n".join(lines))
