@@ -24,6 +24,7 @@ from typing import Any
 
 from crawler.extract import ExtractOptions
 from crawler.urls import DEFAULT_DROP_PARAMS, canonicalize_url, host_of
+from dedup_worker import config_values as parse
 from dedup_worker import errors
 from dedup_worker.adapters.kafka.settings import CODECS, KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
@@ -257,8 +258,30 @@ def _validate(config: CrawlConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    _check_services(config)
     if config.shared_seen:
         config.redis_security.check_url(config.redis_url)
+
+
+def _check_services(config: CrawlConfig) -> None:
+    """The worker's rules for the broker list, the Redis URL and the topic names: a value the
+    workers would refuse at their start-up is refused at the crawler's too, in the same words
+    (a topic name the broker would take but the workers refuse left the crawl waiting for
+    decisions that never came)."""
+    topics = {
+        "NEARDUP_PAGES_TOPIC": config.pages_topic,
+        "NEARDUP_DECISIONS_TOPIC": config.decisions_topic,
+        "NEARDUP_PREDICTIONS_TOPIC": config.predictions_topic,
+    }
+    try:
+        if config.kafka_bootstrap:
+            parse.bootstrap(config.kafka_bootstrap, "NEARDUP_KAFKA_BOOTSTRAP")
+        if config.redis_url:
+            parse.redis_url(config.redis_url, "NEARDUP_REDIS_URL")
+        for setting, topic in topics.items():
+            parse.topic(topic, setting)
+    except errors.ConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # ---- seeds and scope ---------------------------------------------------------------------------

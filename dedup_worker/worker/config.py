@@ -20,15 +20,16 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from dedup_worker import config_values as parse
 from dedup_worker.adapters.kafka.generations import looks_like_generation
 from dedup_worker.adapters.kafka.settings import CODECS, KafkaSecurity, KafkaSettings
 from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import environment, redact_url
+from dedup_worker.config_values import MEMORY_BACKEND, Parser
 from dedup_worker.contract.messages import DEFAULT_MAX_TEXT_BYTES
 from dedup_worker.core.sketch import SketchConfig
 from dedup_worker.errors import ConfigError
@@ -40,12 +41,6 @@ ENV_PREFIX = "NEARDUP_"
 DEFAULT_TABLES_K = 3
 TransactionMode = Literal["auto", "on", "off"]
 LogFormat = Literal["text", "json"]
-MEMORY_BACKEND = "memory"
-
-_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-# Kafka's own rule for topic names (legal characters, at most 249 of them).
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_REDIS_SCHEMES = ("redis", "rediss", "unix")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -170,127 +165,6 @@ class WorkerConfig:
         )
 
 
-# ---- value parsers: (raw text, where it came from) -> value, or ConfigError -------------------
-
-Parser = Callable[[str, str], Any]
-
-
-def _integer(low: int, high: int) -> Parser:
-    def parse(raw: str, source: str) -> int:
-        try:
-            value = int(raw.strip().replace("_", ""))
-        except ValueError:
-            raise ConfigError(f"{source} must be an integer {low}..{high}, got {raw!r}") from None
-        if not low <= value <= high:
-            raise ConfigError(f"{source} must be an integer {low}..{high}, got {value}")
-        return value
-
-    return parse
-
-
-def _number(low: float, high: float) -> Parser:
-    def parse(raw: str, source: str) -> float:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise ConfigError(f"{source} must be a number {low:g}..{high:g}, got {raw!r}") from None
-        if not low <= value <= high:
-            raise ConfigError(f"{source} must be a number {low:g}..{high:g}, got {value:g}")
-        return value
-
-    return parse
-
-
-def _boolean(raw: str, source: str) -> bool:
-    text = raw.strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{source} must be true or false (1/0, yes/no, on/off), got {raw!r}")
-
-
-def _choice(*allowed: str, upper: bool = False) -> Parser:
-    def parse(raw: str, source: str) -> str:
-        value = raw.strip().upper() if upper else raw.strip().lower()
-        if value not in allowed:
-            raise ConfigError(f"{source} must be one of {', '.join(allowed)}, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _power_of_two(low: int, high: int) -> Parser:
-    integer = _integer(low, high)
-
-    def parse(raw: str, source: str) -> int:
-        value: int = integer(raw, source)
-        if value & (value - 1):
-            raise ConfigError(f"{source} must be a power of two {low}..{high}, got {value}")
-        return value
-
-    return parse
-
-
-def _choice_int(*allowed: int) -> Parser:
-    def parse(raw: str, source: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            value = -1
-        if value not in allowed:
-            names = ", ".join(map(str, allowed))
-            raise ConfigError(f"{source} must be one of {names}, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _bootstrap(raw: str, source: str) -> str:
-    servers = [part.strip() for part in raw.split(",")]
-    if not all(_valid_host_port(server) for server in servers):
-        raise ConfigError(f"{source} must be host:port[,host:port...], got {raw!r}")
-    return ",".join(servers)
-
-
-def _valid_host_port(text: str) -> bool:
-    match = _HOST_PORT.match(text)
-    return match is not None and 0 < int(match.group(2)) < 65536
-
-
-def _redis_url(raw: str, source: str) -> str:
-    value = raw.strip()
-    if value == MEMORY_BACKEND:
-        return value
-    parts = urlsplit(value)
-    if parts.scheme not in _REDIS_SCHEMES or not (parts.netloc or parts.path):
-        raise ConfigError(
-            f"{source} must be 'memory' or a URL like redis://host:6379/0 "
-            f"(schemes {', '.join(_REDIS_SCHEMES)}), got {redact_url(raw)!r}"
-        )
-    return value
-
-
-def _topic(raw: str, source: str) -> str:
-    value = raw.strip()
-    if not _TOPIC.match(value) or value in (".", ".."):
-        raise ConfigError(
-            f"{source} must be a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -), got {raw!r}"
-        )
-    return value
-
-
-def _name(raw: str, source: str) -> str:
-    value = raw.strip()
-    if not _TOPIC.match(value):
-        raise ConfigError(f"{source} must be 1-249 of A-Z a-z 0-9 . _ -, got {raw!r}")
-    return value
-
-
-def _dlq(raw: str, source: str) -> str:
-    return "" if not raw.strip() else _topic(raw, source)
-
-
 # ---- the options table -------------------------------------------------------------------------
 
 
@@ -311,126 +185,136 @@ class _Option:
 
 _MIB = 1024 * 1024
 OPTIONS: tuple[_Option, ...] = (
-    _Option("kafka_bootstrap", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"),
-    _Option("redis_url", _redis_url, "redis://host:port/db, or 'memory' (one process only)"),
-    _Option("redis_cluster", _boolean, "the Redis URL names a Redis Cluster node"),
+    _Option("kafka_bootstrap", parse.bootstrap, "Kafka bootstrap servers, host:port[,host:port]"),
+    _Option("redis_url", parse.redis_url, "redis://host:port/db, or 'memory' (one process only)"),
+    _Option("redis_cluster", parse.boolean, "the Redis URL names a Redis Cluster node"),
     _Option(
         "kafka_compression",
-        _choice(*CODECS),
+        parse.choice(*CODECS),
         "codec of the records this worker produces (decisions, dead letters): " + ", ".join(CODECS),
     ),
-    _Option("pages_topic", _topic, "topic the crawler publishes pages to"),
-    _Option("decisions_topic", _topic, "topic decisions are published to"),
-    _Option("dlq_topic", _dlq, "dead-letter topic (default: <pages topic>.dlq)"),
-    _Option("group_id", _name, "Kafka consumer group shared by all workers"),
+    _Option("pages_topic", parse.topic, "topic the crawler publishes pages to"),
+    _Option("decisions_topic", parse.topic, "topic decisions are published to"),
+    _Option("dlq_topic", parse.dlq, "dead-letter topic (default: <pages topic>.dlq)"),
+    _Option("group_id", parse.name, "Kafka consumer group shared by all workers"),
     _Option(
         "worker_id",
-        _name,
+        parse.name,
         "fixed id of this worker (default: a slot leased in Redis; the host name with "
         "NEARDUP_REDIS_URL=memory or NEARDUP_TRANSACTIONAL=off)",
     ),
     _Option(
         "k",
-        _integer(0, 8),
+        parse.integer(0, 8),
         "Hamming distance at or below which earlier pages are near-duplicate candidates",
     ),
     _Option(
         "tables_k",
-        _integer(0, 8),
+        parse.integer(0, 8),
         "distance up to which the index tables find every candidate (default min(3, k)); "
         "beyond it, up to k, those agreeing on one table's key bits (neardup plan --radius)",
     ),
     _Option(
         "table_replicas",
-        _integer(1, 4),
+        parse.integer(1, 4),
         "repeat the index tables over this many orders of the bits: each finds more of the "
         "candidates beyond the tables' k, and costs as much memory and Redis time again",
     ),
     _Option(
         "shingle",
-        _integer(1, 8),
+        parse.integer(1, 8),
         "words per simhash feature (default 1: single words; see README, detection quality)",
     ),
     _Option(
         "tf_cap",
-        _integer(0, 64),
+        parse.integer(0, 64),
         "votes a feature gets per page at most (its term frequency, capped; 0 = no cap)",
     ),
     _Option(
         "drop_stop_words",
-        _boolean,
+        parse.boolean,
         "leave English stop words out of the fingerprint: its bits are less biased, so the "
         "index's probes read far fewer entries as it grows, at some recall on short pages "
         "(README, detection quality)",
     ),
-    _Option("verify", _boolean, "verify candidates by sketch resemblance (off: simhash only)"),
-    _Option("verify_threshold", _number(0, 1), "resemblance a verified near-duplicate needs"),
-    _Option("sketch_bins", _power_of_two(16, 4096), "bins of the verification sketch"),
-    _Option("sketch_bits", _choice_int(1, 2, 4, 8, 16), "bits kept per sketch bin"),
-    _Option("batch_max_records", _integer(1, 100_000), "most pages per batch"),
+    _Option("verify", parse.boolean, "verify candidates by sketch resemblance (off: simhash only)"),
+    _Option("verify_threshold", parse.number(0, 1), "resemblance a verified near-duplicate needs"),
+    _Option("sketch_bins", parse.power_of_two(16, 4096), "bins of the verification sketch"),
+    _Option("sketch_bits", parse.choice_int(1, 2, 4, 8, 16), "bits kept per sketch bin"),
+    _Option("batch_max_records", parse.integer(1, 100_000), "most pages per batch"),
     _Option(
         "batch_max_wait_ms",
-        _integer(0, 60_000),
+        parse.integer(0, 60_000),
         "longest wait for a batch's first page (a batch takes the pages already fetched)",
     ),
     _Option(
         "batch_interval_ms",
-        _integer(0, 10_000),
+        parse.integer(0, 10_000),
         "shortest time from one batch's poll to the next's: a batch that is not full waits for "
         "more pages until then (fewer, larger transactions; 0: take what is there)",
     ),
     _Option(
         "fetch_wait_ms",
-        _integer(0, 500),
+        parse.integer(0, 500),
         "longest the broker may hold a fetch with no new pages (Tansu holds it that long even "
         "when pages arrive, so it adds to latency; Kafka answers at once)",
     ),
-    _Option("transactional", _choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
-    _Option("create_topics", _boolean, "create missing topics at start-up"),
+    _Option("transactional", parse.choice("auto", "on", "off"), "Kafka transactions: auto/on/off"),
+    _Option("create_topics", parse.boolean, "create missing topics at start-up"),
     _Option(
         "topic_generations",
-        _boolean,
+        parse.boolean,
         "pages and decisions live as rolling generations <topic>.gN, so each fetch lists a "
         "bounded number of batches (on for the embedded stack, whose broker lists them all)",
     ),
     _Option(
         "generation_records",
-        _integer(100, 10_000_000),
+        parse.integer(100, 10_000_000),
         "with topic_generations: records (offsets) one partition of the newest generation holds "
         "before the stack rolls to the next; bounds the batches the broker lists per fetch",
     ),
-    _Option("partitions", _integer(1, 10_000), "partitions of topics created at start-up"),
-    _Option("replication", _integer(1, 16), "replication factor of topics created at start-up"),
-    _Option("metrics_port", _integer(0, 65535), "Prometheus metrics HTTP port (0 = off)"),
-    _Option("expected_pages", _integer(1, 1 << 40), "expected number of indexed pages (planner)"),
-    _Option("max_bytes_per_fingerprint", _number(0, 1e6), "planner memory bound (0 = none)"),
-    _Option("index_namespace", _name, "Redis key namespace of the index and page records"),
-    _Option("ttl_seconds", _integer(0, 1 << 31), "fingerprint lifetime in Redis (0 = forever)"),
+    _Option("partitions", parse.integer(1, 10_000), "partitions of topics created at start-up"),
+    _Option(
+        "replication", parse.integer(1, 16), "replication factor of topics created at start-up"
+    ),
+    _Option("metrics_port", parse.integer(0, 65535), "Prometheus metrics HTTP port (0 = off)"),
+    _Option(
+        "expected_pages", parse.integer(1, 1 << 40), "expected number of indexed pages (planner)"
+    ),
+    _Option("max_bytes_per_fingerprint", parse.number(0, 1e6), "planner memory bound (0 = none)"),
+    _Option("index_namespace", parse.name, "Redis key namespace of the index and page records"),
+    _Option(
+        "ttl_seconds", parse.integer(0, 1 << 31), "fingerprint lifetime in Redis (0 = forever)"
+    ),
     _Option(
         "record_cache",
-        _integer(0, 1 << 31),
+        parse.integer(0, 1 << 31),
         "candidate page records kept in process, ~700 B each (0 = none; off when records "
         "expire, with NEARDUP_TTL_SECONDS)",
     ),
-    _Option("max_text_bytes", _integer(1, 1 << 31), "larger page texts go to the DLQ"),
-    _Option("max_message_bytes", _integer(_MIB, 1 << 31), "largest message the worker sends"),
-    _Option("backoff_max_ms", _integer(10, 3_600_000), "cap of the retry backoff"),
+    _Option("max_text_bytes", parse.integer(1, 1 << 31), "larger page texts go to the DLQ"),
+    _Option("max_message_bytes", parse.integer(_MIB, 1 << 31), "largest message the worker sends"),
+    _Option("backoff_max_ms", parse.integer(10, 3_600_000), "cap of the retry backoff"),
     _Option(
         "commit_retry_ms",
-        _integer(0, 3_600_000),
+        parse.integer(0, 3_600_000),
         "how long a transaction's commit retries in place while the broker is unreachable, "
         "before the batch is aborted and redone",
     ),
     _Option(
         "lease_ttl_ms",
-        _integer(1000, 600_000),
+        parse.integer(1000, 600_000),
         "a worker slot's lease lapses this long after its last renewal (a dead worker's open "
         "transaction is aborted about this long after it died)",
     ),
-    _Option("lease_renew_ms", _integer(100, 200_000), "how often a worker renews its slot lease"),
-    _Option("worker_slots", _integer(1, 100_000), "most workers of one group at a time (slots)"),
-    _Option("log_level", _choice(*_LOG_LEVELS, upper=True), "DEBUG, INFO, WARNING or ERROR"),
-    _Option("log_format", _choice("text", "json"), "log line format: text or json"),
+    _Option(
+        "lease_renew_ms", parse.integer(100, 200_000), "how often a worker renews its slot lease"
+    ),
+    _Option(
+        "worker_slots", parse.integer(1, 100_000), "most workers of one group at a time (slots)"
+    ),
+    _Option("log_level", parse.choice(*_LOG_LEVELS, upper=True), "DEBUG, INFO, WARNING or ERROR"),
+    _Option("log_format", parse.choice("text", "json"), "log line format: text or json"),
 )
 
 
@@ -438,7 +322,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per option (defaults None, so an unset flag leaves the variable in force)."""
     for option in OPTIONS:
         help_text = f"{option.help} [{option.env}]"
-        if option.parse is _boolean:
+        if option.parse is parse.boolean:
             action = argparse.BooleanOptionalAction
             parser.add_argument(option.flag, dest=option.field, action=action, help=help_text)
         else:

@@ -17,6 +17,8 @@ from crawler.config import (
     parse_domains,
     parse_seeds,
 )
+from dedup_worker import errors
+from dedup_worker.worker.config import load_config
 
 
 def test_seeds_from_arguments_and_a_file_canonical_and_unique(tmp_path: Path) -> None:
@@ -95,6 +97,46 @@ def test_a_setting_wins_over_the_environment_which_wins_over_the_default() -> No
 def test_bad_values_name_the_setting(settings: dict[str, str], says: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(says)):
         crawl_config(Settings(settings), {})
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("NEARDUP_KAFKA_BOOTSTRAP", "kafka"),
+        ("NEARDUP_KAFKA_BOOTSTRAP", "kafka:9092,kafka2:99999"),
+        ("NEARDUP_REDIS_URL", "localhost:6379"),
+        ("NEARDUP_PAGES_TOPIC", "crawl/pages"),
+        ("NEARDUP_DECISIONS_TOPIC", "x" * 250),
+    ],
+)
+def test_the_crawler_refuses_what_the_workers_refuse_in_the_same_words(
+    setting: str, value: str
+) -> None:
+    """A value the workers refuse at start-up must not start a crawl that then waits for
+    decisions that never come (a broker may well accept a topic the workers refuse)."""
+    env = {"NEARDUP_KAFKA_BOOTSTRAP": "127.0.0.1:9092", setting: value}
+    with pytest.raises(errors.ConfigError) as by_worker:
+        load_config([], env)
+    with pytest.raises(ConfigError) as by_crawler:
+        crawl_config(Settings({}), env)
+    assert str(by_crawler.value) == str(by_worker.value)
+    assert setting in str(by_crawler.value)
+
+
+def test_the_predictions_topic_is_a_topic_name_too() -> None:
+    with pytest.raises(ConfigError, match="NEARDUP_PREDICTIONS_TOPIC must be a Kafka topic name"):
+        crawl_config(Settings({"NEARDUP_PREDICTIONS_TOPIC": "predicted decisions"}), {})
+
+
+def test_good_services_and_topics_pass_both() -> None:
+    env = {
+        "NEARDUP_KAFKA_BOOTSTRAP": "kafka-0.kafka:9092, [::1]:9093",
+        "NEARDUP_REDIS_URL": "rediss://:secret@redis.internal:6380/2",
+        "NEARDUP_PAGES_TOPIC": "crawl.pages_v2",
+    }
+    config = crawl_config(Settings({}), env)
+    assert config.pages_topic == load_config([], env).pages_topic == "crawl.pages_v2"
+    assert config.shared_seen
 
 
 def test_the_pages_producer_compresses_with_the_codec_asked_for() -> None:
