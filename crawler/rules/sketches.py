@@ -37,8 +37,10 @@ from dedup_worker.core.sketch import DEFAULT_SKETCH, Sketcher, verify
 #: groups they vouched for skipped siblings below 0.9: 2-29 unique pages in crawls of 19 real
 #: documentation hosts (median 7 of 8 runs), 0-6 (median 3) with this bar, for 1.5% more
 #: fetches (README, "Real sites").
-_ERROR = DEFAULT_SKETCH.standard_error(DEFAULT_SKETCH.threshold)
-CHECK_SKETCH = replace(DEFAULT_SKETCH, threshold=round(DEFAULT_SKETCH.threshold + 2 * _ERROR, 3))
+#: The shape of the sketches the crawler keeps (the worker's own); its tag is in their keys.
+PAGE_SKETCH = DEFAULT_SKETCH
+_ERROR = PAGE_SKETCH.standard_error(PAGE_SKETCH.threshold)
+CHECK_SKETCH = replace(PAGE_SKETCH, threshold=round(PAGE_SKETCH.threshold + 2 * _ERROR, 3))
 
 
 class SketchStore(Protocol):
@@ -76,7 +78,7 @@ class PageComparer:
 
     def __init__(self, store: SketchStore, local_limit: int = 10_000) -> None:
         self.store = store
-        self._sketcher = Sketcher(DEFAULT_SKETCH)
+        self._sketcher = Sketcher(PAGE_SKETCH)
         self._pending: dict[str, bytes] = {}
         self._local: OrderedDict[str, bytes] = OrderedDict()  # recent pages: no round trip
         self._local_limit = local_limit

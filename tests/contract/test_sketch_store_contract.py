@@ -12,7 +12,7 @@ import pytest
 from redis.crc import key_slot
 
 from crawler.rules.redis_sketches import RedisSketchStore
-from crawler.rules.sketches import MemorySketchStore, PageComparer, SketchStore
+from crawler.rules.sketches import PAGE_SKETCH, MemorySketchStore, PageComparer, SketchStore
 from dedup_worker.errors import ConfigError
 
 BACKENDS: list[Any] = [
@@ -53,6 +53,17 @@ def test_redis_sketches_expire_and_share_the_crawls_slot(store: SketchStore) -> 
     store.put_many({"http://a.test/1": b"\x01" * 8})
     ttl = store._client.ttl(store.key("http://a.test/1"))
     assert 0 < ttl <= 60
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])
+def test_redis_sketch_keys_name_the_sketch_format(store: SketchStore) -> None:
+    """A crawler of another sketch version resuming the crawl must not read these sketches as
+    its own (a fingerprint or sketch version in every stored key)."""
+    assert isinstance(store, RedisSketchStore)
+    key = store.key("http://a.test/1")
+    assert f":sk:{PAGE_SKETCH.version_tag}:" in key
+    store.put_many({"http://a.test/1": b"\x01" * 8})
+    assert store._client.exists(key) == 1
 
 
 def test_a_redis_sketch_store_refuses_no_expiry() -> None:
