@@ -17,14 +17,15 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from neardup.crawl_run import CrawlOptions, CrawlRun
 from neardup.demo.score import score, score_lines
 from neardup.demo.site import DemoSite, DemoTruth
 from neardup.demo.static import FolderSite, SiteTruth
-from neardup.demo.static_score import score_site, site_score_lines
+from neardup.demo.static_score import rule_score_lines, score_rules, score_site, site_score_lines
+from neardup.rules_table import read_rules, rules_path
 
 DECISIONS = "decisions.jsonl"
 REPORT = "report.html"
@@ -122,6 +123,11 @@ def _score_and_report(
     else:
         folder = score_site(truth, site.fetched(), by_url)
         figures, lines = folder.as_dict(), site_score_lines(folder)
+        rules_file = rules_path(options.out / DECISIONS)
+        if rules_file.exists():
+            rules = score_rules(truth, read_rules(rules_file))
+            figures["rules"] = [asdict(rule) for rule in rules]
+            lines += ["", *rule_score_lines(rules)]
     figures |= {"site": dict(truth.base), "seeds": list(truth.seeds)}
     (options.out / FIGURES).write_text(json.dumps(figures, indent=2) + "\n")
     return lines

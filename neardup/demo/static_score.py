@@ -4,7 +4,8 @@ Inputs: the truth (:class:`~neardup.demo.static.SiteTruth`), the fetch log as th
 it and each page's standing decision. What a user of a real crawl counts, against a crawl
 that follows every link: the duplicates fetched (pages with a partner fetched before them)
 and the unique pages never fetched (no copy of their content fetched), with how close each of
-those came to a page fetched; suppressions whose match is not a partner; a line per host.
+those came to a page fetched; suppressions whose match is not a partner; a line per host;
+and the crawl's URL rules against the truth (:func:`score_rules`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from crawler.coverage import measure
+from crawler.rules.rewrite import parse_rule
 from dedup_worker.contract.messages import Decision
 from neardup.demo.static import SiteTruth
 from neardup.evaluation.quality import jaccard, shingle_sets
+from neardup.rules_table import RuleRow
 
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 EXAMPLES = 3
@@ -158,3 +161,58 @@ def _examples(urls: Sequence[str]) -> str:
         return ""
     more = f", ... ({len(urls) - EXAMPLES} more)" if len(urls) > EXAMPLES else ""
     return ": " + ", ".join(urls[:EXAMPLES]) + more
+
+
+@dataclass(frozen=True)
+class RuleScore:
+    """One URL rule the crawl learned, against the folder: of the page pairs it maps (a page of
+    the site to its counterpart, also a page of the site), how many are alike (J >= 0.9)."""
+
+    key: str
+    state: str
+    pairs: int
+    alike: int
+
+    @property
+    def holds(self) -> bool:
+        """Alike on every pair: skipping by it loses nothing."""
+        return self.pairs > 0 and self.alike == self.pairs
+
+
+def score_rules(truth: SiteTruth, rules: Sequence[RuleRow]) -> tuple[RuleScore, ...]:
+    """The crawl's active and dropped rules against the truth: an active rule that does not
+    hold skips pages below 0.9 of their counterpart (that is where unique pages are lost), a
+    dropped one that holds cost fetches for nothing. Candidates predicted nothing; a rule that
+    maps no pair of the site is left out."""
+    pages = set(truth.pages)
+    scores = []
+    for row in rules:
+        if row.state not in ("active", "dropped"):
+            continue
+        try:
+            rule = parse_rule(row.key)
+        except ValueError:  # a rules file of another version: nothing to score it by
+            continue
+        mapped = [(url, rule.apply(url)) for url in truth.pages]
+        pairs = [(url, other) for url, other in mapped if other is not None and other in pages]
+        alike = sum(other in truth.partners.get(url, ()) for url, other in pairs)
+        if pairs:
+            scores.append(RuleScore(row.key, row.state, len(pairs), alike))
+    return tuple(scores)
+
+
+def rule_score_lines(scores: Sequence[RuleScore]) -> list[str]:
+    """How right the crawl's rules were: those that acted on pairs not alike, those dropped
+    although every pair was alike."""
+    active = [s for s in scores if s.state == "active"]
+    dropped = [s for s in scores if s.state == "dropped"]
+    leaky = sorted((s for s in active if not s.holds), key=lambda s: s.alike / s.pairs)
+    wasted = [s for s in dropped if s.holds]
+    lines = [
+        f"    URL rules against the site: {len(active)} active, {len(active) - len(leaky)} of "
+        f"them alike on every page pair they map; {len(dropped)} dropped, {len(wasted)} of "
+        "them alike on every pair"
+    ]
+    lines += [f"      active, {s.alike} of {s.pairs} pairs alike: {s.key}" for s in leaky[:5]]
+    lines += [f"      dropped, all {s.pairs} pairs alike: {s.key}" for s in wasted[:5]]
+    return lines

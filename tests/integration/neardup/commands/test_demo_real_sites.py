@@ -67,6 +67,11 @@ def test_a_crawl_of_real_documentation_sites_saves_fetches_and_fetches_every_uni
     assert figures["duplicates_fetched"] <= 72, figures
     assert figures["unique_missed"] == 0, figures["lost"]
     assert len(figures["wrong"]) <= 2, figures["wrong"]
+    # The crawl's rules, scored against the pages: the /latest/ alias of a release is learned
+    # and maps every page of the release to a page of the site (24 pairs a direction).
+    active = [rule for rule in figures["rules"] if rule["state"] == "active"]
+    assert active and all(rule["pairs"] == 24 for rule in active), figures["rules"]
+    assert all(rule["alike"] >= 23 for rule in active), figures["rules"]
 
     # Independently: every page's content, by its own resemblance, was fetched and decided.
     texts = _texts(sites)

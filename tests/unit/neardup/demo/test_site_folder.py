@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from crawler.rules.rewrite import PathRewrite
 from dedup_worker.contract.messages import Decision, Verdict
 from neardup.cli import main
 from neardup.demo.static import FolderSite, SiteFolderError, StaticSite, site_truth
-from neardup.demo.static_score import score_site, site_score_lines
+from neardup.demo.static_score import rule_score_lines, score_rules, score_site, site_score_lines
+from neardup.rules_table import RuleRow
 
 WORDS = [f"w{i}" for i in range(400)]
 
@@ -160,3 +162,30 @@ def test_the_command_refuses_a_site_folder_it_cannot_crawl(
 ) -> None:
     assert main(["demo", "--site", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert "no host folders" in capsys.readouterr().err
+
+
+def _rule(src: str, dst: str, state: str) -> RuleRow:
+    (src_origin, src_prefix), (dst_origin, dst_prefix) = (src.split("|"), dst.split("|"))
+    key = PathRewrite(src_origin, src_prefix, dst_origin, dst_prefix).key
+    return RuleRow(key, "prefix", state, 10, 10, 1.0, 0.8, 0)
+
+
+def test_the_crawls_rules_are_scored_by_the_pairs_they_map(folder: Path) -> None:
+    base = {"docs": "http://127.0.1.1:8000", "mirror": "http://127.0.1.2:8000"}
+    truth = site_truth(StaticSite(folder), base)
+    docs, mirror = base["docs"], base["mirror"]
+    rules = [
+        _rule(f"{docs}|/1", f"{docs}|/2", "active"),  # b changed between the releases
+        _rule(f"{docs}|/2", f"{mirror}|/2", "dropped"),  # the mirror copies release 2 whole
+        _rule(f"{docs}|/1", f"{mirror}|/2", "candidate"),  # predicted nothing: not scored
+        _rule(f"{docs}|/9", f"{docs}|/2", "active"),  # maps no page of the site
+    ]
+    scores = score_rules(truth, rules)
+    assert [(s.state, s.pairs, s.alike, s.holds) for s in scores] == [
+        ("active", 5, 4, False),  # /1/, /1/index.html, a, b, c: all but b alike
+        ("dropped", 5, 5, True),
+    ]
+    lines = "\n".join(rule_score_lines(scores))
+    assert "1 active, 0 of them alike on every page pair they map; 1 dropped, 1 of them" in lines
+    assert f"active, 4 of 5 pairs alike: prefix {docs}/1 {docs}/2" in lines
+    assert f"dropped, all 5 pairs alike: prefix {docs}/2 {mirror}/2" in lines
