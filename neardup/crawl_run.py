@@ -302,7 +302,7 @@ class CrawlRun:
         print(f"\nneardup crawl {outcome} in {elapsed:.1f}s")
         reason = failure(self.stats)
         if reason is not None:
-            print(f"error: {reason}")
+            print(f"neardup crawl: error: {reason}", file=sys.stderr, flush=True)
         with self.tally.lock:
             lines = summary_lines(self.tally.summary)
         print("\n".join(lines))
