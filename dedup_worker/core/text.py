@@ -2,12 +2,13 @@
 
 ``prepare`` turns text into the byte stream the simhash kernel tokenises. ASCII text takes a
 fast path (it is already NFKC-normal; the kernel lowercases it and treats every non-alphanumeric
-byte as a separator). Other text is NFKC-normalised and case-folded in Python (one distinct
-character at a time where NFKC treats the character alike wherever it stands), and every
-non-ASCII character that is not a word character becomes spaces (``_unicode_kernel``), so the
-kernel can treat all bytes >= 0x80 as word bytes; text in a script written without spaces also
-gets a space around each such character (one token per character). All paths give the words of
-``normalize``; property tests pin that.
+byte as a separator). Other text is NFKC-normalised and case-folded (in one compiled pass with a
+table of what each character becomes, ``_CharacterFolds``, where NFKC treats every character of
+the text alike wherever it stands; else in Python), and every non-ASCII character that is not a
+word character becomes spaces (``_unicode_kernel``), so the kernel can treat all bytes >= 0x80
+as word bytes; text in a script written without spaces also gets a space around each such
+character (one token per character). All paths give the words of ``normalize``; property tests
+pin that.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from dedup_worker.core._text_kernel import collapse_ascii_whitespace, irregular_ascii
 from dedup_worker.core._unicode_kernel import (
-    blank_non_ascii,
+    NEEDS_NFKC,
     character_fold,
+    fold_known,
     non_ascii_tokens,
     plain_punctuation,
     separate_words,
@@ -49,43 +52,87 @@ def prepare(text: str) -> bytes:
     if text.isascii():
         return text.encode("ascii")
     raw = text.encode("utf-8")
-    data = np.frombuffer(bytearray(raw), dtype=np.uint8)
-    found = blank_non_ascii(data)
-    # Distinct code points first: a page in another script has thousands of non-ASCII
-    # characters but few distinct ones (np.unique sorts in C; a set of them all took ~100 us).
-    distinct = np.unique(found).tolist() if found.size > 256 else set(found.tolist())
-    if all(map(plain_punctuation, distinct)):
-        return data.tobytes()  # NFKC and case folding would change no word: skip them
-    folded = _fold_by_character(raw, distinct)
-    if folded is None and found.size * 128 > len(raw):  # dense: fold it all at once
-        folded = unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
-    elif folded is None:
-        folded = _fold_non_ascii_tokens(text, raw)
+    folded = _FOLDS.fold(raw)
+    if folded is not None:
+        return folded
+    if _non_ascii_count(raw) * 128 > len(raw):  # dense: fold it all at once
+        whole = unicodedata.normalize("NFKC", text).casefold().encode("utf-8")
+    else:
+        whole = _fold_non_ascii_tokens(text, raw)
     # ASCII punctuation stays: the kernel splits on it as _NON_WORD would.
-    return separate_words(np.frombuffer(folded, dtype=np.uint8), word_table()).tobytes()
+    return separate_words(np.frombuffer(whole, dtype=np.uint8), word_table()).tobytes()
 
 
-def _fold_by_character(raw: bytes, codepoints: Iterable[int]) -> bytes | None:
-    """NFKC and case folding of UTF-8 ``raw`` whose distinct non-ASCII characters are
-    ``codepoints``, one distinct character at a time (``bytes.replace``: UTF-8 only matches
-    at character boundaries), when NFKC changes each of them alike wherever it stands
-    (``character_fold``) and no image holds a character replaced after it. ASCII is left as
-    it is (the kernel lowercases it). The common case on real pages, a few accented capitals,
-    no-break spaces or ligatures among text in Latin script, takes ~30 us instead of ~120 us
-    for NFKC of the whole text, which holds the interpreter lock (``None``: fold otherwise)."""
-    changes: list[tuple[bytes, bytes]] = []
-    for codepoint in codepoints:
+def _non_ascii_count(raw: bytes) -> int:
+    """How many non-ASCII characters the UTF-8 ``raw`` holds (the bytes that start one)."""
+    return int(np.count_nonzero(np.frombuffer(raw, dtype=np.uint8) >= 0xC0))
+
+
+class _CharacterFolds:
+    """What each non-ASCII character becomes in ``prepare``'s output, learnt per process as
+    pages bring the characters, so a page whose characters all fold alike wherever they stand
+    takes one compiled pass (``fold_known``): a plain punctuation character (``plain_punctuation``)
+    becomes a space, another its NFKC image case-folded (``character_fold``), with
+    ``separate_words`` applied. One pass replaces them all at once: that every such image is
+    also the character's image beside any other is pinned by a test over every code point.
+    Characters that compose with their neighbours (``NEEDS_NFKC``), and every character after
+    the first ``_LEARNT_AT_MOST`` (a page of every code point must not grow memory without end),
+    send the page to the general path."""
+
+    _LEARNT_AT_MOST = 1 << 16
+
+    def __init__(self) -> None:
+        self.fold_at = np.zeros(0x110000, dtype=np.int32)
+        self.images = np.zeros(0, dtype=np.uint8)
+        self.expansion = 1
+        self.learnt = 0
+        self._lock = threading.Lock()
+
+    def fold(self, raw: bytes) -> bytes | None:
+        """``raw`` (UTF-8, not all ASCII) as ``prepare`` makes it, or ``None`` when a character
+        needs NFKC of the whole text."""
+        data = np.frombuffer(raw, dtype=np.uint8)
+        for _ in range(3):  # another thread's learning may need one more pass
+            out, unknown, needs_nfkc = fold_known(data, self.fold_at, self.images, self.expansion)
+            if needs_nfkc:
+                return None
+            if not unknown.size:
+                return out.tobytes()
+            self._learn(set(unknown.tolist()))
+        return None
+
+    def _learn(self, codepoints: set[int]) -> None:
+        with self._lock:
+            entries = bytearray(self.images.tobytes())
+            placed: dict[int, int] = {}
+            for codepoint in sorted(cp for cp in codepoints if not self.fold_at[cp]):
+                image = self._becomes(codepoint)
+                if image is None or self.learnt >= self._LEARNT_AT_MOST:
+                    self.fold_at[codepoint] = NEEDS_NFKC
+                    continue
+                placed[codepoint] = len(entries) + 1
+                entries += bytes([len(image)]) + image
+                width = len(chr(codepoint).encode("utf-8"))
+                self.expansion = max(self.expansion, -(-len(image) // width))
+                self.learnt += 1
+            # The new images first, then the entries that point into them: a pass that began
+            # before sees the entries beyond its images as not learnt yet.
+            self.images = np.frombuffer(bytes(entries), dtype=np.uint8)
+            for codepoint, where in placed.items():
+                self.fold_at[codepoint] = where
+
+    @staticmethod
+    def _becomes(codepoint: int) -> bytes | None:
+        if plain_punctuation(codepoint):
+            return b" "
         fold = character_fold(codepoint)
         if fold is None:
             return None
-        if fold[0] != fold[1]:
-            changes.append(fold)
-    images = b"".join(image for _, image in changes)
-    if any(char in images for char, _ in changes):
-        return None
-    for char, image in changes:
-        raw = raw.replace(char, image)
-    return raw
+        image = np.frombuffer(fold[1], dtype=np.uint8)
+        return bytes(separate_words(image, word_table()))
+
+
+_FOLDS = _CharacterFolds()
 
 
 def _fold_non_ascii_tokens(text: str, raw: bytes) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from hypothesis import given, settings
@@ -11,12 +12,13 @@ from hypothesis import strategies as st
 
 import tests.support.simhash_reference as reference
 from dedup_worker.core._unicode_kernel import (
+    NEEDS_NFKC,
     character_fold,
     non_ascii_tokens,
     plain_punctuation,
     word_table,
 )
-from dedup_worker.core.text import normalize, prepare
+from dedup_worker.core.text import _CharacterFolds, normalize, prepare
 
 # Every code point but the surrogates (text from the wire is valid UTF-8).
 unicode_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300)
@@ -149,3 +151,36 @@ def test_a_character_folded_alone_folds_alike_beside_any_other() -> None:
 def test_a_page_folded_by_character_has_the_words_of_normalize() -> None:
     text = "CAFÉ\u00a0Ｆｕｌｌ ﬁle Straße İstanbul ǅ Σίσυφος " * 30 + "Ⅻ²"
     assert kernel_words(text) == normalized_words(text)
+
+
+def test_the_character_table_folds_a_page_in_one_pass_and_refuses_composing_characters() -> None:
+    folds = _CharacterFolds()
+    text = "CAFÉ\u00a0Ｆｕｌｌ ﬁle Straße — “½” 日本"
+    folded = folds.fold(text.encode())
+    assert folded is not None and reference.words(folded) == normalized_words(text)
+    assert folds.learnt == len({c for c in text if ord(c) > 127})
+    assert folds.fold("x\u0301".encode()) is None  # a combining mark: NFKC of the whole text
+    assert folds.fold_at[0x301] == NEEDS_NFKC
+
+
+def test_characters_beyond_the_tables_bound_take_the_general_path() -> None:
+    folds = _CharacterFolds()
+    folds._LEARNT_AT_MOST = 2
+    assert folds.fold("é ß".encode()) is not None
+    assert folds.fold("é ß ñ".encode()) is None  # ñ is not learnt: the page is folded whole
+    assert folds.learnt == 2 and folds.fold_at[ord("ñ")] == NEEDS_NFKC
+    text = "é ß ñ Ñ"
+    assert kernel_words(text) == normalized_words(text)
+
+
+def test_threads_learning_characters_at_once_fold_alike() -> None:
+    """Learning replaces the images before it points entries at them, so a pass running in
+    another thread sees a character as learnt only with its image there."""
+    pages = [
+        "".join(chr(cp) for cp in range(lo, lo + 300)) + " word" for lo in range(0xC0, 0x3000, 97)
+    ]
+    folds = _CharacterFolds()
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(folds.fold, (p.encode() for p in pages * 3)))
+    alone = [_CharacterFolds().fold(p.encode()) for p in pages]
+    assert together == alone * 3
