@@ -174,8 +174,14 @@ def test_bad_config_is_rejected(bad: dict[str, int]) -> None:
 
 def test_hex_round_trip_and_errors() -> None:
     assert from_hex(to_hex(2**64 - 1)) == 2**64 - 1
+    assert to_hex(0) == "0000000000000000" and to_hex(0x5A4B) == "0000000000005a4b"
     with pytest.raises(ValueError, match="16 hex digits"):
         from_hex("abc")
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_hex_is_sixteen_lowercase_digits(fingerprint: int) -> None:
+    assert to_hex(fingerprint) == format(fingerprint, "016x")
 
 
 def test_checksum_ignores_whitespace_only() -> None:
