@@ -70,7 +70,8 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
         bits = int(rng.choice([1, 2, 4, 8, 16]))
         tf_cap = int(rng.choice([0, 1, 2, 4, 64]))
         args = (words, starts, ends, weights, owners, docs, shingle, stop, log2_bins, bits, tf_cap)
-        new_fps, new_rows = sketch_kernel.fingerprint_sketch_segments(*args)
+        tables = (sketch_kernel.probe_table(log2_bins), sketch_kernel.probe_chains(log2_bins))
+        new_fps, new_rows = sketch_kernel.fingerprint_sketch_segments(*args, *tables)
         old_fps, old_rows = reference.fingerprint_sketch_segments(*args)
         assert new_fps.tolist() == old_fps.tolist()
         assert np.array_equal(new_rows, old_rows)
@@ -80,7 +81,7 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
             == reference.simhash_segments(*simhash_args).tolist()
         )
         assert np.array_equal(
-            sketch_kernel.oph_sketch_segments(words, starts, ends, log2_bins, bits),
+            sketch_kernel.oph_sketch_segments(words, starts, ends, log2_bins, bits, *tables),
             reference.oph_sketch_segments(words, starts, ends, log2_bins, bits),
         )
         _assert_same_shingle_hashes(words, starts, ends)
