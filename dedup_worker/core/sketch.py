@@ -22,6 +22,7 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
+from dedup_worker.core import _densify_kernel as dk
 from dedup_worker.core import _sketch_kernel as sk
 from dedup_worker.core._simhash_kernel import pack
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, weighted_parts
@@ -148,8 +149,8 @@ class Sketcher:
         self.fingerprinter = Fingerprinter(features)
         # Built once: each sketch call rebuilt its probe table (~8 us, paid by every page of a
         # crawler, which sketches one page a call).
-        self._probes = sk.probe_table(self.config.log2_bins)
-        self._chains = sk.probe_chains(self.config.log2_bins)
+        self._probes = dk.probe_table(self.config.log2_bins)
+        self._chains = dk.probe_chains(self.config.log2_bins)
 
     def sketch_texts(self, texts: Sequence[str]) -> U8Array:
         """One sketch row per text (uint8 array of shape (len(texts), nbytes))."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dedup_worker.core._densify_kernel import _PROBE_MUL, EMPTY
 from dedup_worker.core._simhash_kernel import (
     _MASKS,
     _SHINGLE_MUL,
@@ -24,8 +25,6 @@ from dedup_worker.core._simhash_kernel import (
 )
 from dedup_worker.core._sketch_kernel import (
     _NO_STOP,
-    _PROBE_MUL,
-    EMPTY,
     HEADER,
     SHINGLE,
     SKETCH_VERSION,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tests.support.sketch_v1_reference as reference
+from dedup_worker.core import _densify_kernel as densify_kernel
 from dedup_worker.core import _simhash_kernel as simhash_kernel
 from dedup_worker.core import _sketch_kernel as sketch_kernel
 from dedup_worker.core.simhash import FeatureConfig, Fingerprinter
@@ -70,7 +71,7 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
         bits = int(rng.choice([1, 2, 4, 8, 16]))
         tf_cap = int(rng.choice([0, 1, 2, 4, 64]))
         args = (words, starts, ends, weights, owners, docs, shingle, stop, log2_bins, bits, tf_cap)
-        tables = (sketch_kernel.probe_table(log2_bins), sketch_kernel.probe_chains(log2_bins))
+        tables = (densify_kernel.probe_table(log2_bins), densify_kernel.probe_chains(log2_bins))
         new_fps, new_rows = sketch_kernel.fingerprint_sketch_segments(*args, *tables)
         old_fps, old_rows = reference.fingerprint_sketch_segments(*args)
         assert new_fps.tolist() == old_fps.tolist()
