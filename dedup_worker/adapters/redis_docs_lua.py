@@ -350,13 +350,15 @@ return out
 )
 
 #: Mark pages as duplicates where ``records.correction_applies``: the page is not suppressed,
-#: or has no original id, or the new original is earlier than its current one. A page already
-#: suppressed with this very original is reported again (``records.correction_repeats``).
+#: or has no original id, or the new original is earlier than its current one. Reported as
+#: ``records.correction_reported`` says (a page a correction had suppressed included), and a
+#: page already suppressed with this very original is reported again
+#: (``records.correction_repeats``).
 #:
 #: Entry: id 8 | original id 8 | n_template 2 | n_url 2 | template | the original's URL.
 #: Returns one character per entry: "1" applied to a published (not suppressed, not pending)
-#: record, or repeated, which needs a correcting decision; "0" otherwise (absorbed, unchanged
-#: or missing).
+#: record or to one a correction suppressed, or repeated, which needs a correcting decision;
+#: "0" otherwise (absorbed, unchanged or missing).
 CORRECT = _script(
     """
 local out, at = {}, 1
@@ -374,7 +376,10 @@ for k = 1, #suffixes do
     local suppressed = SUPPRESSED[code % 16]
     local dup = bit.band(code, HAS_DUP_ID) ~= 0 and string.sub(s, pos + 13, pos + 20) or nil
     if not suppressed or not dup or less(original, dup) then
-      if not suppressed and code % 16 ~= PENDING then out[k] = '1' end
+      local by_correction = bit.band(code, CORRECTED) ~= 0
+      if (not suppressed and code % 16 ~= PENDING) or (suppressed and by_correction) then
+        out[k] = '1'
+      end
       store(suffixes[k], rewrite(s, pos, template, dup_url))
     elseif dup == original and bit.band(code, CORRECTED) ~= 0 then
       -- Applied before, maybe by a batch whose decisions were aborted: publish it again.

@@ -104,9 +104,10 @@ class DocStore(Protocol):
 
         Applied when the page is pending or was published as not suppressed, or when the new
         original is earlier than its current one. Returns the ids that need a correcting
-        decision: those whose *published* verdict was not suppressed, and those already
-        suppressed with this very original (``correction_repeats``). (A pending page's own
-        worker picks the correction up in ``finalize``.)
+        decision: those whose *published* verdict was not suppressed, those a correction had
+        suppressed (``correction_reported``), and those already suppressed with this very
+        original by a correction (``correction_repeats``). (A pending page's own worker picks
+        the correction up in ``finalize``.)
         """
         ...
 
@@ -116,6 +117,18 @@ def correction_applies(current: DocRecord, original_id: int) -> bool:
     if current.verdict not in SUPPRESSED:
         return True
     return current.duplicate_of_id is None or original_id < current.duplicate_of_id
+
+
+def correction_reported(current: DocRecord) -> bool:
+    """Applying a correction to ``current`` needs a correcting decision: its published verdict
+    was not suppressed, or a correction suppressed it. That correction's decision may have been
+    aborted with its batch (a fenced or crashed worker) after its Redis writes, and the batch
+    redone elsewhere may find a later original, or another worker an earlier one: publishing
+    the earlier original again is harmless, losing the page's suppression is not. (A pending
+    page's own worker publishes it; a page that found its original itself said so.)"""
+    if current.verdict in SUPPRESSED:
+        return current.corrected
+    return current.verdict != PENDING
 
 
 def correction_repeats(current: DocRecord, original_id: int) -> bool:
@@ -180,7 +193,7 @@ class MemoryDocStore:
                 if correction_repeats(current, original[1]):
                     published.add(ident)
                 continue
-            if current.verdict not in SUPPRESSED and current.verdict != PENDING:
+            if correction_reported(current):
                 published.add(ident)
             self._by_id[ident] = current.with_verdict(verdict, original, corrected=True)
         return published
