@@ -375,7 +375,7 @@ def test_random_operations_match_the_reference(make_docs: DocsFactory, data: st.
 
 
 @redis_only
-def test_concurrent_finalize_and_correct_report_every_corrected_page(make_docs: DocsFactory) -> None:
+def test_concurrent_finalize_and_correct_report_corrected_pages(make_docs: DocsFactory) -> None:
     docs = make_docs()
     early, late = record(A, 1.0), record(C, 1.5)
     pages = [record(f"https://example.com/p{n}", 10.0 + n) for n in range(240)]
