@@ -149,6 +149,35 @@ def test_a_redone_batch_publishes_its_correction_again() -> None:
     ]
 
 
+def test_a_correction_aborted_then_moved_to_an_earlier_original_is_published() -> None:
+    """A fenced worker's batch corrects a page in the store, then its decisions are aborted;
+    another worker's batch then finds an earlier original for that page. The page's
+    suppression must come out there (the store already held it suppressed, so it once
+    did not), or readers keep its first, unique verdict."""
+    fingerprint = Fingerprinter(EngineSettings().features).fingerprint
+    base, middle_text = text(8), near_copy(8)
+    latest_text = next(
+        candidate
+        for word in WORDS
+        if (candidate := f"{middle_text} {word}")
+        and hamming(fingerprint(candidate), fingerprint(base)) <= 2
+        and hamming(fingerprint(candidate), fingerprint(middle_text)) <= 2
+    )
+    e = engine()
+    earliest = page("http://a.test/1", base, 1.0)
+    middle = page("http://b.test/1", middle_text, 2.0)
+    latest = page("http://c.test/1", latest_text, 3.0)
+    assert [d.verdict for d in e.process([latest])] == [Verdict.UNIQUE]
+    aborted = e.process([middle])  # corrects the latest page; its decisions never reach readers
+    assert [(d.url, d.corrects, d.duplicate_of) for d in aborted] == [
+        (middle.url, False, None), (latest.url, True, middle.url),
+    ]  # fmt: skip
+    out = e.process([earliest])
+    corrections = {d.url: d.duplicate_of for d in out if d.corrects}
+    assert corrections == {middle.url: earliest.url, latest.url: earliest.url}
+    assert final_verdicts(out)[(latest.url, 3.0)].verdict is Verdict.NEAR_DUPLICATE
+
+
 def test_sketch_rejects_a_simhash_collision_of_different_texts() -> None:
     # Single-word candidates (the most collision-prone features) show what the sketch is for.
     words_only = FeatureConfig(shingle=1, title_weight=0)
