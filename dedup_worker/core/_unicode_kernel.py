@@ -16,7 +16,8 @@ it composes with) becomes a space, another its NFKC image case-folded (``charact
 ``fold_known`` applies a per-process table of what each such character becomes in one pass
 over the page's bytes, so those pages skip ``unicodedata.normalize`` and ``str.casefold``
 (~50 us a page) and one ``bytes.replace`` per distinct character (on the corpus's non-ASCII
-pages ~25 us a page before, ~15 us with the table: encoding included).
+pages ~25 us a page before, ~15 us with the table, ~13 us since it skips ASCII eight bytes at
+a time: encoding included).
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from dedup_worker.core._bits import load_u64, trailing_zeros
+
 _CODEPOINTS = 0x110000
+#: The high bit of each byte of a word: a byte with it set starts or continues a non-ASCII
+#: character.
+_HIGH_BITS = np.uint64(0x8080808080808080)
 
 
 @cache
@@ -112,9 +118,7 @@ def fold_known(
     at = 0
     i = 0
     while i < n:
-        end = i
-        while end < n and data[end] < 0x80:
-            end += 1
+        end = _ascii_run_end(data, i, n)
         if end > i:  # a run of ASCII: copied in one slice (what most of a page is)
             out[at : at + end - i] = data[i:end]
             at += end - i
@@ -135,6 +139,21 @@ def fold_known(
             out[at + k] = images[where + k]
         at += length
     return out[:at], unknown[:missing], False
+
+
+@njit(cache=True, inline="always")
+def _ascii_run_end(data: npt.NDArray[np.uint8], i: int, n: int) -> int:
+    """Where the run of ASCII bytes starting at ``data[i]`` ends: eight bytes at a time (one
+    load and a mask; ~0.2 ns a byte against ~1.5 for a byte at a time), the tail bytewise."""
+    end = i
+    while end + 8 <= n:
+        high = load_u64(data, end) & _HIGH_BITS
+        if high != 0:
+            return end + int(trailing_zeros(high) >> np.uint64(3))
+        end += 8
+    while end < n and data[end] < 0x80:
+        end += 1
+    return end
 
 
 @njit(cache=True, inline="always")

@@ -184,3 +184,15 @@ def test_threads_learning_characters_at_once_fold_alike() -> None:
         together = list(pool.map(folds.fold, (p.encode() for p in pages * 3)))
     alone = [_CharacterFolds().fold(p.encode()) for p in pages]
     assert together == alone * 3
+
+
+def test_the_table_pass_finds_a_character_at_every_offset_of_an_eight_byte_word() -> None:
+    """ASCII runs are skipped eight bytes at a time: a character after any run length, at the
+    end or right at the start of the text, is still replaced (and the bytes around it kept)."""
+    folds = _CharacterFolds()
+    for run in range(20):
+        for char in ("É", "\u00a0", "ﬁ", "😀", "—"):
+            for text in ("a" * run + char, char + "b" * run, "A" * run + char + "c" * run + char):
+                folded = folds.fold(text.encode())
+                assert folded is not None
+                assert reference.words(folded) == normalized_words(text), (run, char, text)
