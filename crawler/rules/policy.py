@@ -12,6 +12,10 @@ every later fetch of a page the rule applies to whose counterpart is known. A ru
   fetching (``exploration_rate``) to stay checked;
 - **dropped**, for good, as soon as ``window_failures`` of its last ``window`` checks failed.
 
+An active rule whose failed checks bring its lower bound back under ``activate_at`` stays active
+in the store but is *in doubt* to every process (``crawler.rules.shared.SharedRules.in_doubt``):
+it skips nothing, each prediction is fetched as a check, until the bound is back.
+
 The numbers, and why (defaults of :class:`RulePolicy`):
 
 - ``z = 1.645``, ``activate_at = 0.8``: a one-sided 95% lower bound (only the low side matters)

@@ -51,7 +51,23 @@ class SharedRules:
         return self.book.predict(url)
 
     def explore(self, prediction: Prediction) -> bool:
+        """Fetch this predicted duplicate anyway, as a check? Always while one of its rules is
+        in doubt (``in_doubt``), else at the book's exploration rate."""
+        if any(self.in_doubt(rule.key) for rule in prediction.rules):
+            return True
         return self.book.explore(prediction)
+
+    def in_doubt(self, key: str) -> bool:
+        """An active rule whose checks since it activated brought its precision's lower bound
+        back under the bar that activates a rule (the store never demotes an active rule: it
+        drops one at ``window_failures`` recent failures). Such a rule skips nothing until the
+        bound is back: each of its predictions is fetched, and counts as a check. A rule that
+        went active on a lucky run of checks (a host alias between two renderings of one
+        manual, 51 of 66 pages alike) otherwise kept skipping pages, on a small host for good:
+        its 5% exploration gave it two or three more checks."""
+        status = self.active.get(key)
+        policy = self.store.policy
+        return status is not None and status.lower_bound(policy) < policy.activate_at
 
     def refresh(self) -> int:
         """Apply every change logged since the last refresh; returns how many."""

@@ -96,3 +96,23 @@ def test_an_unreadable_key_in_the_store_is_skipped() -> None:
     fresh = SharedRules(store)
     fresh.refresh()
     assert fresh.book.state(ALIAS.key) is State.ACTIVE and fresh.book.state("mirror junk") is None
+
+
+def test_an_active_rule_in_doubt_has_every_prediction_fetched_until_checks_vouch_again() -> None:
+    """One failed check after 11 clean ones puts the lower bound under the activation bar:
+    the rule stays active in the store (two recent failures drop it) but skips nothing, until
+    enough successes bring the bound back."""
+    rules = SharedRules(MemoryRuleStore())
+    learn_mirror(rules, range(11))
+    assert not rules.in_doubt(ALIAS.key)
+    prediction = rules.predict(f"{M}/x")
+    assert prediction is not None
+    explored = [rules.explore(prediction) for _ in range(40)]
+    assert 1 <= sum(explored) <= 3  # the 5% exploration
+    keeper = {f"{D}/q0": f"{D}/q0", f"{M}/q0": f"{M}/q0"}.get
+    rules.learn(f"{M}/q0", None, keeper)  # the mirror has its own page here: a failed check
+    assert rules.book.state(ALIAS.key) is State.ACTIVE and rules.in_doubt(ALIAS.key)
+    assert all(rules.explore(prediction) for _ in range(40))
+    learn_mirror(rules, range(11, 19))  # 19 of 20 checks passed: the bound is back at 0.8
+    assert rules.book.state(ALIAS.key) is State.ACTIVE and not rules.in_doubt(ALIAS.key)
+    assert sum(rules.explore(prediction) for _ in range(40)) <= 3
