@@ -291,6 +291,8 @@ class CrawlRules:
         if url not in self._skipped and self.rules.explore(prediction):  # asked once per URL
             self._explored.add(url)
             self.stats.inc_value("dedup/rules/explored")
+            if self.rules.differing.known(url, prediction.counterpart):
+                self.stats.inc_value("dedup/rules/known_to_differ")
             return None
         if url not in self._skipped:
             self._skipped.add(url)

@@ -72,13 +72,15 @@ def rules_summary(stats: Mapping[str, Any]) -> list[str]:
         f"  skipped by rule    {n('dedup/requests_skipped/rule')}"
         f" ({n('dedup/requests_skipped_before_fetch')} just before fetching),"
         f" {n('dedup/rules/predicted')} URLs predicted duplicates,"
-        f" {n('dedup/rules/explored')} fetched anyway as checks,"
+        f" {n('dedup/rules/explored')} fetched anyway as checks"
+        f" ({n('dedup/rules/known_to_differ')} known to differ),"
         f" {n('dedup/rules/paced')} held while a candidate's checks were in flight,"
         f" {n('dedup/rules/waited_for_counterpart')} while their counterpart was",
         f"  URL rules          {n('dedup/rules/active')} active,"
         f" {n('dedup/rules/candidates')} candidates, {n('dedup/rules/dropped')} dropped;"
         f" {n('dedup/rules/checks')} checks",
-        f"  duplicates' links  {n('dedup/outlinks_new_content')} new content followed;"
+        f"  duplicates' links  {n('dedup/outlinks_new_content')} new content followed"
+        f" ({n('dedup/outlinks_known_to_differ')} known to differ from their counterpart);"
         f" groups: {n('dedup/groups_sampled')} sampled ({n('dedup/group_samples')} pages),"
         f" {n('dedup/groups_suppressed')} suppressed"
         f" ({n('dedup/outlinks_of_suppressed_groups')} outlinks),"

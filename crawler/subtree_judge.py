@@ -115,11 +115,20 @@ class SubtreeJudge:
             else:
                 by_url.setdefault(held.url, []).append(held)
         known = self._known(url, keeper, list(by_url))
-        book = self.rules.rules.book
+        rules = self.rules.rules
         judged = judge_outlinks(
-            url, keeper, by_url, known.__contains__, book.policy, book, self._evidence
+            url,
+            keeper,
+            by_url,
+            known.__contains__,
+            rules.book.policy,
+            rules.book,
+            self._evidence,
+            rules.differing.known,
         )
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
+        if judged.known_to_differ:
+            self.stats.inc_value("dedup/outlinks_known_to_differ", judged.known_to_differ)
         follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
             return Judgement(tuple(follow))

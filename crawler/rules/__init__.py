@@ -11,6 +11,8 @@ The pure core (no Scrapy, Kafka or Redis imports):
 - :mod:`~crawler.rules.book`: the local index of a crawl's rules, fast enough per outlink;
 - :mod:`~crawler.rules.counterparts`: the outlinks of a duplicate page judged against its
   keeper's (new content is followed, predicted duplicates are sampled first);
+- :mod:`~crawler.rules.differing`: page pairs a rule that holds elsewhere got wrong (a
+  release's release notes), never skipped on any host of the crawl;
 - :mod:`~crawler.rules.store`: the store interface and its in-memory implementation;
 - :mod:`~crawler.rules.shared`: a store and a local book kept in step (refresh, learn).
 

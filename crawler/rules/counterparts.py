@@ -13,7 +13,9 @@ or one parameter) maps every outlink o of P onto its *counterpart* c under K:
   that does not, the rest is followed.
 
 If the rewrite P -> K is a rule the crawl already dropped (it failed its checks), the group is
-followed without sampling: the rewrite is known not to hold.
+followed without sampling: the rewrite is known not to hold. An outlink whose counterpart lies
+at a path pair known to differ (:class:`crawler.rules.differing.DifferingPairs`: a release's
+release notes) is followed too: it is no member of the group.
 
 The groups of one rewrite share their samples (:class:`RewriteEvidence`): every page of a
 mirrored section is a duplicate linking to its siblings, so each page fetched makes a group of
@@ -137,13 +139,15 @@ class GroupCheck:
 class OutlinkJudgement:
     """What to do with a duplicate page's outlinks: ``follow`` now, and the ``group`` of
     predicted duplicates (None if there is none): fetch ``group.sample`` now, decide on
-    ``group.held`` from the sample's verdict."""
+    ``group.held`` from the sample's verdict. ``known_to_differ``: how many of ``follow``
+    have a counterpart, but at a path pair known to differ."""
 
     page: str
     keeper: str
     rewrite: Rule | None
     follow: tuple[str, ...]
     group: GroupCheck | None
+    known_to_differ: int = 0
 
 
 def judge_outlinks(
@@ -154,25 +158,30 @@ def judge_outlinks(
     policy: RulePolicy = DEFAULT_POLICY,
     book: RuleBook | None = None,
     evidence: dict[str, RewriteEvidence] | None = None,
+    differs: Callable[[str, str], bool] | None = None,
 ) -> OutlinkJudgement:
     """Split the outlinks of duplicate ``page`` (of ``keeper``) into new content and a group
     of predicted duplicates. ``known(url)``: fetched or scheduled by the crawl. ``evidence``:
     each rewrite's samples by rule key, shared by its groups (kept there; none: the group
-    samples on its own)."""
+    samples on its own). ``differs(url, counterpart)``: the pair is known to differ."""
     links = list(dict.fromkeys(outlinks))
     rewrite = rewrite_between(page, keeper)
     if rewrite is None or (book is not None and book.state(rewrite.key) is State.DROPPED):
         return OutlinkJudgement(page, keeper, rewrite, tuple(links), None)
     follow: list[str] = []
     members: dict[str, str] = {}
+    differing = 0
     for link in links:
         counterpart = rewrite.apply(link)
-        if counterpart is not None and known(counterpart):
-            members[link] = counterpart
-        else:
+        if counterpart is None or not known(counterpart):
             follow.append(link)
+        elif differs is not None and differs(link, counterpart):
+            follow.append(link)  # a pair known to differ: new content, not a member
+            differing += 1
+        else:
+            members[link] = counterpart
     if not members:
-        return OutlinkJudgement(page, keeper, rewrite, tuple(follow), None)
+        return OutlinkJudgement(page, keeper, rewrite, tuple(follow), None, differing)
     shared = None if evidence is None else evidence.setdefault(rewrite.key, RewriteEvidence())
     group = GroupCheck(rewrite, members, policy, shared)
-    return OutlinkJudgement(page, keeper, rewrite, tuple(follow), group)
+    return OutlinkJudgement(page, keeper, rewrite, tuple(follow), group, differing)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from crawler.rules.book import Prediction, RuleBook, RuleChange
+from crawler.rules.differing import DifferingPairs, telling
 from crawler.rules.learning import KeeperOf, Observation, Resembles, decision_checks
 from crawler.rules.policy import State
 from crawler.rules.rewrite import parse_rule
@@ -42,6 +43,8 @@ class SharedRules:
         self.book = RuleBook(store.policy)
         #: The last status the store reported of each active rule (evidence for predictions).
         self.active: dict[str, RuleStatus] = {}
+        #: Path pairs a rule that holds elsewhere got wrong (never skipped, see ``explore``).
+        self.differing = DifferingPairs()
         self._cursor = 0
         self._refresh_every = refresh_every
         self._clock = clock
@@ -52,8 +55,11 @@ class SharedRules:
 
     def explore(self, prediction: Prediction) -> bool:
         """Fetch this predicted duplicate anyway, as a check? Always while one of its rules is
-        in doubt (``in_doubt``), else at the book's exploration rate."""
+        in doubt (``in_doubt``) or when its two paths differed under a rule that holds
+        elsewhere (``differing``), else at the book's exploration rate."""
         if any(self.in_doubt(rule.key) for rule in prediction.rules):
+            return True
+        if self.differing.known(prediction.url, prediction.counterpart):
             return True
         return self.book.explore(prediction)
 
@@ -131,6 +137,11 @@ class SharedRules:
         if not observations:
             return []
         statuses = self.store.record(observations)
+        for observation, status in zip(observations, statuses, strict=True):
+            if not observation.success and telling(
+                status.evidence.successes, status.checks, self.store.policy
+            ):
+                self.differing.note(observation.url, observation.counterpart)
         self._apply(status.change() for status in statuses)
         self._note(statuses)
         return statuses

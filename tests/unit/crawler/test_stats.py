@@ -41,19 +41,22 @@ def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
         "dedup/requests_skipped_before_fetch": 6,
         "dedup/rules/predicted": 7,
         "dedup/rules/explored": 1,
+        "dedup/rules/known_to_differ": 1,
         "dedup/rules/paced": 4,
         "dedup/rules/active": 2,
         "dedup/rules/dropped": 1,
         "dedup/outlinks_new_content": 3,
+        "dedup/outlinks_known_to_differ": 2,
         "dedup/groups_sampled": 2,
         "dedup/groups_suppressed": 1,
         "dedup/groups_followed": 1,
     }
     text = summary(stats, "finished")
     assert "skipped by rule    7 (6 just before fetching)" in text
-    assert "1 fetched anyway as checks, 4 held" in text
+    assert "1 fetched anyway as checks (1 known to differ), 4 held" in text
     assert "2 active" in text and "1 dropped" in text
-    assert "3 new content followed; groups: 2 sampled" in text and "1 suppressed" in text
+    assert "3 new content followed (2 known to differ from their counterpart); groups: 2" in text
+    assert "1 suppressed" in text
 
 
 def test_neardup_crawls_outcome_lines_name_the_counts_and_the_rules() -> None:
