@@ -30,7 +30,8 @@ from __future__ import annotations
 #:           value hash ("" unless the rule needs values), path hash, "1" if the rule needs
 #:           distinct values
 #:
-#: Returns per observation {state, successes, failures, recent, values, paths, saved}.
+#: Returns per observation {state, successes, failures, recent, values, paths, saved}. A dropped
+#: rule counts nothing more (see :mod:`crawler.rules.store`).
 RECORD = """
 local P = ARGV[1]
 local z, activate_at = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -83,7 +84,7 @@ for i = 9, #ARGV, 7 do
     redis.call('HSET', stats, 'st', 'c', 's', 0, 'f', 0, 'r', 0, 'sv', 0)
     redis.call('RPUSH', P .. 'log', 'c' .. rule_key)
   end
-  if redis.call('SADD', P .. 'o:' .. id, obs) == 1 then
+  if state ~= 'd' and redis.call('SADD', P .. 'o:' .. id, obs) == 1 then
     local recent = tonumber(redis.call('HGET', stats, 'r'))
     if ok == '1' then
       redis.call('HINCRBY', stats, 's', 1)

@@ -3,8 +3,12 @@
 A store keeps, per rule, its evidence (:class:`~crawler.rules.policy.Evidence`) and state, and
 a change log (rule created, rule changed state) that local books follow with a cursor. Every
 :meth:`RuleStore.record` of an observation is one atomic check-then-update: skip it if this
-observation was already counted (a decision delivered twice), count it, move the rule to its
-next state (:func:`~crawler.rules.policy.next_state`), log a state change. Processes sharing a
+observation was already counted (a decision delivered twice) or its rule is dropped, count it,
+move the rule to its next state (:func:`~crawler.rules.policy.next_state`), log a state
+change. A dropped rule's evidence is closed because it can no longer be fair: no page is
+checked against a dropped rule any more, but the duplicate pairs that propose it still come,
+so it would go on counting successes and never a failure (reports showed dropped rules at a
+lower bound above the bar that activates one). Processes sharing a
 crawl see one set of rules, whichever process learned them.
 
 :class:`MemoryRuleStore` is the reference (one process, forgotten at exit); the Redis store
@@ -130,8 +134,8 @@ class MemoryRuleStore:
             entry = _Entry(RuleStatus(rule.key, State.CANDIDATE, Evidence()), rule.needs_values)
             self._rules[rule.key] = entry
             self._log.append(RuleChange(rule.key, State.CANDIDATE, 0))
-        if observation.id in entry.seen:
-            return entry.status
+        if observation.id in entry.seen or entry.status.state is State.DROPPED:
+            return entry.status  # counted already, or the rule's evidence is closed
         entry.seen.add(observation.id)
         evidence = self._count(entry, observation)
         state = next_state(entry.status.state, evidence, entry.needs_values, self.policy)

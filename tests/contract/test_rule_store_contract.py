@@ -101,7 +101,8 @@ def test_two_recent_failures_drop_a_rule_for_good(make_rules: RulesFactory) -> N
     [first, second] = store.record([check(ALIAS, 50, False), check(ALIAS, 51, False)])
     assert (first.state, second.state) == (State.ACTIVE, State.DROPPED)
     [*_, status] = store.record(clean_checks(ALIAS, 30, start=100))
-    assert status.state is State.DROPPED and status.evidence.checks == 43
+    assert status.state is State.DROPPED and status.evidence == second.evidence  # closed
+    assert store.statuses()[ALIAS.key].evidence.checks == 13
     sync = store.sync(0)
     assert [c.state for c in sync.changes] == [State.CANDIDATE, State.ACTIVE, State.DROPPED]
     assert sync.active == {}
