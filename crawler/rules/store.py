@@ -7,8 +7,9 @@ observation was already counted (a decision delivered twice) or its rule is drop
 move the rule to its next state (:func:`~crawler.rules.policy.next_state`), log a state
 change. A dropped rule's evidence is closed because it can no longer be fair: no page is
 checked against a dropped rule any more, but the duplicate pairs that propose it still come,
-so it would go on counting successes and never a failure (reports showed dropped rules at a
-lower bound above the bar that activates one). Processes sharing a
+so it would go on counting those pairs (successes, but for a direct comparison under the bar)
+and none of the unique pages it maps, its failures (reports showed dropped rules at a lower
+bound above the bar that activates one). Processes sharing a
 crawl see one set of rules, whichever process learned them.
 
 :class:`MemoryRuleStore` is the reference (one process, forgotten at exit); the Redis store
