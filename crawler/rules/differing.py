@@ -22,7 +22,8 @@ major release against a minor one) mark pairs by the hundred and say nothing abo
 Measured on one instrumented 19-host crawl: marking the path suffix of every failed check
 would have fetched 528 of its 702 skipped pages; the pairs of good rules' failures, 8. In three
 crawls with it, the fetches it caused (predictions fetched, group members followed) were 12
-distinct unique pages, each one a page other crawls lost, and 41 duplicates.
+distinct unique pages (9 of them lost in other crawls, the rest the same pages under another
+release) and 41 duplicates.
 """
 
 from __future__ import annotations
