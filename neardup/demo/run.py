@@ -25,6 +25,7 @@ from neardup.demo.score import score, score_lines
 from neardup.demo.site import DemoSite, DemoTruth
 from neardup.demo.static import FolderSite, SiteTruth
 from neardup.demo.static_score import rule_score_lines, score_rules, score_site, site_score_lines
+from neardup.demo.static_waste import duplicates_by_rule
 from neardup.rules_table import read_rules, rules_path
 
 DECISIONS = "decisions.jsonl"
@@ -121,8 +122,10 @@ def _score_and_report(
         planted = score(truth, site.fetched(), by_url)
         figures, lines = planted.as_dict(), score_lines(planted)
     else:
-        folder = score_site(truth, site.fetched(), by_url)
-        figures, lines = folder.as_dict(), site_score_lines(folder)
+        log = site.fetched()
+        folder, by_rule = score_site(truth, log, by_url), duplicates_by_rule(truth, log)
+        figures, lines = folder.as_dict(), site_score_lines(folder, by_rule)
+        figures["duplicates_fetched_by_rule"] = by_rule.as_dict()
         rules_file = rules_path(options.out / DECISIONS)
         if rules_file.exists():
             rules = score_rules(truth, read_rules(rules_file))

@@ -19,6 +19,7 @@ from crawler.coverage import measure
 from crawler.rules.rewrite import parse_rule
 from dedup_worker.contract.messages import Decision
 from neardup.demo.static import SiteTruth
+from neardup.demo.static_waste import DuplicatesByRule, duplicates_by_rule_lines
 from neardup.evaluation.quality import jaccard, shingle_sets
 from neardup.rules_table import RuleRow
 
@@ -119,8 +120,9 @@ def _host_scores(
     return tuple(HostScore(host, *counts) for host, counts in rows.items())
 
 
-def site_score_lines(s: SiteScore) -> list[str]:
-    """The summary: this crawl against one that fetches every link, in total and per host."""
+def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> list[str]:
+    """The summary: this crawl against one that fetches every link, in total and per host
+    (``by_rule``: the duplicates fetched in classes, under their count)."""
     share = 100 * s.saved / max(s.full_fetches, 1)
     lines = [
         "",
@@ -131,6 +133,7 @@ def site_score_lines(s: SiteScore) -> list[str]:
         f"and found {s.found} duplicates",
         f"    duplicates fetched:         {s.duplicates_fetched} (a crawl of every link: "
         f"{s.full_duplicates})",
+        *(duplicates_by_rule_lines(by_rule) if by_rule is not None else []),
         f"    unique pages never fetched: {len(s.lost)} (coverage {s.coverage:.3f}"
         + _nearest(s.lost_nearest)
         + ")"
