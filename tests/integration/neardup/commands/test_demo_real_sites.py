@@ -67,6 +67,12 @@ def test_a_crawl_of_real_documentation_sites_saves_fetches_and_fetches_every_uni
     assert figures["duplicates_fetched"] <= 72, figures
     assert figures["unique_missed"] == 0, figures["lost"]
     assert len(figures["wrong"]) <= 2, figures["wrong"]
+    # The duplicates fetched, in classes by the best rule that could have skipped each: they
+    # add up, and the release alias (alike on every pair) is among them while it is learned.
+    by_rule = figures["duplicates_fetched_by_rule"]
+    classes = ("rule_holds", "rule_nearly", "no_rule_holds", "no_rule", "fetched_again")
+    assert sum(by_rule[name] for name in classes) == figures["duplicates_fetched"], by_rule
+    assert by_rule["rule_holds"] > 0 and by_rule["rules_that_hold"] >= 1, by_rule
     # The crawl's rules, scored against the pages: the /latest/ alias of a release is learned
     # and maps every page of the release to a page of the site (24 pairs a direction).
     active = [rule for rule in figures["rules"] if rule["state"] == "active"]
