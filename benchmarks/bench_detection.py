@@ -35,7 +35,8 @@ import numpy as np
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.core.engine import DedupEngine
 from dedup_worker.core.records import SUPPRESSED
-from dedup_worker.worker.config import OPTIONS, WorkerConfig, from_namespace
+from dedup_worker.worker.config import WorkerConfig, from_namespace
+from dedup_worker.worker.config_options import OPTIONS
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
 from neardup.evaluation import quality

@@ -7,7 +7,7 @@ import re
 from crawler.config import ENV_SETTINGS
 from dedup_worker.adapters.kafka import SECURITY_SETTINGS as KAFKA_SECURITY
 from dedup_worker.adapters.redis_client import SECURITY_SETTINGS as REDIS_SECURITY
-from dedup_worker.worker.config import OPTIONS
+from dedup_worker.worker.config_options import OPTIONS
 from neardup.cli import build_parser
 from tests.support.paths import REPO
 

@@ -9,7 +9,8 @@ import pytest
 
 from dedup_worker.core.simhash import Fingerprinter, to_hex
 from dedup_worker.errors import ConfigError
-from dedup_worker.worker.config import OPTIONS, WorkerConfig, load_config
+from dedup_worker.worker.config import WorkerConfig, load_config
+from dedup_worker.worker.config_options import OPTIONS
 from dedup_worker.worker.main import engine_settings, main
 
 
