@@ -32,10 +32,9 @@ from dedup_worker.core._simhash_kernel import (
     _transitions,
     _vote,
     _word_hashes,
-    cap_table,
-    cap_votes,
     shingle_hash,
 )
+from dedup_worker.core._tf_cap_kernel import cap_table, cap_votes
 
 U64 = np.uint64
 #: Word shingle size of the reference resemblance and of every sketch.
