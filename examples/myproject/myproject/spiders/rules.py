@@ -9,6 +9,8 @@ from scrapy.http import Response
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
+from myproject import scope
+
 
 class RulesSpider(CrawlSpider):
     name = "rules"
@@ -16,8 +18,9 @@ class RulesSpider(CrawlSpider):
 
     def __init__(self, start_urls: str = "", allowed_domains: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.start_urls = start_urls.split(",") if start_urls else []
-        self.allowed_domains = allowed_domains.split(",") if allowed_domains else []
+        self.start_urls = scope.split_urls(start_urls)
+        # Not given: the start URLs' hosts (Scrapy's empty list would mean the whole web).
+        self.allowed_domains = scope.allowed_domains(allowed_domains, self.start_urls)
 
     def parse_start_url(self, response: Response, **kwargs: Any) -> Iterator[dict[str, Any]]:
         return self.parse_page(response)
