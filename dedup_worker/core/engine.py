@@ -9,7 +9,8 @@ Order of one batch, chosen so that any interleaving of workers ends in the earli
    worker finds has a record (one store step: the two share the records' buckets);
 3. ``index.probe_insert`` in page order (a page sees the earlier pages of its own batch);
 4. decide each page: exact duplicate (same checksum, distance 0) or near duplicate of the
-   *earliest earlier* page within k; else unique, or changed/unchanged for a revisit;
+   *earliest earlier* page within k; else unique, or changed/unchanged for a revisit (an
+   unchanged revisit keeps its previous fetch's standing: see ``standing.unchanged``);
 5. later pages within k that were published as not suppressed get an atomic ``docs.correct``
    and a correcting decision (their own worker lost the race);
 6. ``docs.finalize`` turns pending into the verdict unless a correction got there first, in
@@ -29,7 +30,7 @@ import numpy as np
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.core.index_api import HammingIndex, Matches
 from dedup_worker.core.record_cache import RecordCache
-from dedup_worker.core.records import PENDING, SUPPRESSED, DocRecord, DocStore, page_id
+from dedup_worker.core.records import PENDING, DocRecord, DocStore, page_id
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming, to_hex
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
@@ -39,6 +40,7 @@ from dedup_worker.core.sketch import (
     Sketcher,
     verify,
 )
+from dedup_worker.core.standing import Outcome, Priorities, follows, unchanged
 from dedup_worker.core.text import content_checksums
 
 logger = logging.getLogger(__name__)
@@ -101,14 +103,6 @@ class _Item:
     record: DocRecord | None = None
 
 
-@dataclass
-class _Outcome:
-    verdict: Verdict
-    original: tuple[str, int] | None = None
-    distance: int | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-
 def _checksums(pages: Sequence[Page]) -> list[str]:
     """Each page's checksum: the one it came with, else computed (all in one pass)."""
     missing = [i for i, p in enumerate(pages) if not p.checksum]
@@ -116,13 +110,11 @@ def _checksums(pages: Sequence[Page]) -> list[str]:
     return [p.checksum or computed[i] for i, p in enumerate(pages)]
 
 
-_SUPPRESSED_VERDICTS = frozenset(Verdict(v) for v in SUPPRESSED)
-_FOLLOWED_VERDICTS = frozenset({Verdict.UNIQUE, Verdict.CHANGED})
 # The members the per-page path names, bound once: on Python 3.11 ``Verdict.X`` goes through
 # ``EnumType.__getattr__``'s slow lookup (~0.1 us each, several a page). A member is its own
 # value (``StrEnum``), so it is passed where a verdict string is wanted, without ``.value``
 # (a Python-level property, ~0.2 us).
-_UNIQUE, _CHANGED, _UNCHANGED = Verdict.UNIQUE, Verdict.CHANGED, Verdict.UNCHANGED
+_UNIQUE, _CHANGED = Verdict.UNIQUE, Verdict.CHANGED
 _NEAR, _EXACT = Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE
 
 
@@ -147,7 +139,8 @@ class DedupEngine:
         sketch = self.settings.sketch
         self.sketcher = Sketcher(sketch, self.settings.features) if sketch else None
         self._version_tag = self.settings.version_tag  # a property; asked per page
-        self._priorities: dict[tuple[int, Any], tuple[float, float, float]] = {}
+        settings = self.settings
+        self.priorities = Priorities(settings.k, settings.novelty_weight, settings.depth_halflife)
         self.clock = clock
 
     def process(self, pages: Sequence[Page]) -> list[Decision]:
@@ -185,7 +178,9 @@ class DedupEngine:
         self._probe(items)
         known = self.records.get_many({m for item in items for m, _ in item.matches}, self.docs.get)
         known.update(records)
-        outcomes = {item.id: self._decide(item, known) for item in items}
+        outcomes: dict[int, Outcome] = {}
+        for item in sorted(items, key=lambda i: i.id):  # a revisit after its previous fetch
+            outcomes[item.id] = self._decide(item, known, outcomes)
         corrections = self._corrections(items, known)
         settled = self.docs.finalize({i: (o.verdict, o.original) for i, o in outcomes.items()})
         decisions = [
@@ -261,10 +256,12 @@ class DedupEngine:
             if ident != probing[q].id:
                 probing[q].matches.append((ident, dist))
 
-    def _decide(self, item: _Item, known: dict[int, DocRecord]) -> _Outcome:
+    def _decide(
+        self, item: _Item, known: dict[int, DocRecord], decided: dict[int, Outcome]
+    ) -> Outcome:
         if item.unchanged and item.previous is not None:
             distance = hamming(item.previous.fingerprint, item.fingerprint)
-            return _Outcome(_UNCHANGED, None, distance, {"rule": "same URL, within k"})
+            return unchanged(distance, item.previous, decided.get(item.previous.id))
         if not item.matches:  # most pages: nothing within the radius (same result, less work)
             evidence = self._evidence(item, [], [])
             evidence["rejected_by_sketch"] = 0
@@ -286,16 +283,16 @@ class DedupEngine:
         if exact or earlier:
             verdict = _EXACT if exact else _NEAR
             ident, dist = (exact or earlier)[0]
-            return _Outcome(verdict, (known[ident].url, ident), dist, evidence)
+            return Outcome(verdict, (known[ident].url, ident), dist, evidence)
         return self._new_content(item, evidence)
 
     @staticmethod
-    def _new_content(item: _Item, evidence: dict[str, Any]) -> _Outcome:
+    def _new_content(item: _Item, evidence: dict[str, Any]) -> Outcome:
         """No earlier near-duplicate: a changed revisit of its URL, or a unique page."""
         if item.previous is not None:
             distance = hamming(item.previous.fingerprint, item.fingerprint)
-            return _Outcome(_CHANGED, None, distance, evidence)
-        return _Outcome(_UNIQUE, None, None, evidence)
+            return Outcome(_CHANGED, None, distance, evidence)
+        return Outcome(_UNIQUE, None, None, evidence)
 
     def _check(self, item: _Item, other: DocRecord) -> tuple[bool, float | None]:
         """A candidate is a duplicate if the checksums agree or the sketches verify."""
@@ -340,17 +337,17 @@ class DedupEngine:
 
     # ---- output --------------------------------------------------------------------------
 
-    def _decision(self, item: _Item, outcome: _Outcome, stored: DocRecord | None) -> Decision:
+    def _decision(self, item: _Item, outcome: Outcome, stored: DocRecord | None) -> Decision:
         if stored is not None and stored.verdict not in (PENDING, outcome.verdict):
             # Corrected by another worker (or decided before a crash): publish the stored state.
             original = (
                 (stored.duplicate_of, stored.duplicate_of_id or 0) if stored.duplicate_of else None
             )
-            outcome = _Outcome(
+            outcome = Outcome(
                 Verdict(stored.verdict), original, outcome.distance, {**outcome.evidence,
                 "settled": "stored verdict published (corrected or replayed)"},
             )  # fmt: skip
-        follow = outcome.verdict in _FOLLOWED_VERDICTS
+        follow = follows(outcome)
         if not follow:
             outcome.evidence["suppressed_outlinks"] = len(item.page.outlinks)
         return Decision(
@@ -358,7 +355,7 @@ class DedupEngine:
             host=item.page.host,
             verdict=outcome.verdict,
             simhash=to_hex(item.fingerprint),
-            priority=self._priority(item, outcome),
+            priority=self.priorities.of(item.page.depth, outcome),
             follow_outlinks=follow,
             fetched_at=item.page.fetched_at,
             decided_at=self.clock(),
@@ -402,31 +399,3 @@ class DedupEngine:
             "later_matches": len(others) - len(earlier),
             "nearest": min([d for _, d in others]) if others else None,
         }
-
-    def _priority(self, item: _Item, outcome: _Outcome) -> float:
-        if outcome.verdict in _SUPPRESSED_VERDICTS:
-            return 0.0
-        if outcome.verdict is _UNCHANGED:
-            depth_factor = float(0.5 ** (item.page.depth / self.settings.depth_halflife))
-            return round(0.1 * depth_factor, 4)
-        nearest = outcome.evidence.get("nearest")
-        key = (item.page.depth, nearest)
-        parts = self._priorities.get(key)
-        if parts is None:  # three round()s cost ~0.8 us; (depth, nearest) pairs are few
-            parts = self._priority_parts(*key)
-            if len(self._priorities) < 10_000:
-                self._priorities[key] = parts
-        novelty, depth_factor, priority = parts
-        outcome.evidence["novelty"] = novelty
-        outcome.evidence["depth_factor"] = depth_factor
-        return priority
-
-    def _priority_parts(self, depth: int, nearest: Any) -> tuple[float, float, float]:
-        """(novelty, depth factor, priority) of a page worth crawling, each rounded."""
-        depth_factor = float(0.5 ** (depth / self.settings.depth_halflife))
-        k = self.settings.k
-        # Nothing within k: fully novel. A match at distance d is (d + 1) / (k + 2) novel.
-        novelty = 1.0 if nearest is None else (int(nearest) + 1) / (k + 2)
-        weight = self.settings.novelty_weight
-        priority = round(weight * novelty + (1 - weight) * depth_factor, 4)
-        return round(novelty, 4), round(depth_factor, 4), priority

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -46,7 +47,10 @@ def _decide(env: dict[str, str]) -> Final:
     index, docs = build_backends(config, settings.version_tag)
     engine = DedupEngine(index, docs, settings)
     final: Final = {}
-    pages = _pages()
+    first = _pages()
+    # Then a recrawl of every page with the same text: unchanged revisits, each keeping its
+    # first fetch's standing (a duplicate stays one, of the same original).
+    pages = first + [replace(p, fetched_at=p.fetched_at + 100_000.0) for p in first]
     for start in range(0, len(pages), 97):
         for decision in engine.process(pages[start : start + 97]):
             key = (decision.url, decision.fetched_at)
@@ -75,6 +79,10 @@ def test_redis_backends_decide_like_memory(
     decided = _decide(env)
     suppressed = sum(verdict.endswith("duplicate") for verdict, _ in in_memory.values())
     assert suppressed > 100  # the fixture's families are found at all
+    for (url, at), (verdict, original) in in_memory.items():
+        if at < 100_000.0:  # the first crawl's page, against its recrawl
+            again = in_memory[(url, at + 100_000.0)]
+            assert again == ("unchanged", original if verdict.endswith("duplicate") else None)
     differ = {
         key: (in_memory[key], decided.get(key))
         for key in in_memory

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dedup_worker.contract import decode_decision
+from dedup_worker.contract.messages import Decision
+from dedup_worker.contract.reading import fold_decisions
 from neardup.demo.manifest import manifest
+from neardup.demo.planted import article
 from neardup.demo.server import SiteServer
 from tests.support.crawl_helpers import Env, final_decisions, read_topic, stats_line, wait_all
 
@@ -56,3 +60,47 @@ def test_a_crawl_without_a_worker_stops_with_a_clear_reason(
     assert "Is a dedup-worker consuming" in log
     assert "'finish_reason': 'dedup_stalled'" in log
     assert stats_line(log, "dedup/stalled_pages") == 1
+
+
+def test_a_recrawl_on_the_same_index_reaches_a_page_that_changed_below_unchanged_ones(
+    site_server: SiteServer, crawl_env: Env
+) -> None:
+    """A second crawl (a new crawl id) of the same site against the index of the first: the
+    seeds come back unchanged, and the crawl goes on through them to every page again; the
+    page that changed in between is decided ``changed``; a duplicate stays a duplicate of the
+    same original, its outlinks unfollowed."""
+    truth = manifest(site_server)
+    crawl_env.worker()
+    seeds = ",".join([truth["seeds"]["main"], truth["seeds"]["other"]])
+    wait_all(crawl_env, [crawl_env.crawler("crawl-1", seeds, DOMAINS, **FAST)], 120)
+    first = Counter(site_server.fetched())
+    assert sorted(set(truth["unique"]) - set(first)) == []
+    site = site_server.site
+    deep = max(
+        (key for key in site.pages if site_server.url(*key) in truth["unique"]),
+        key=lambda key: (key[1].count("/"), key),
+    )
+    site.pages[deep].body = article(4242, deep[1], []).body  # rewritten between the crawls
+    recrawl = {**FAST, "NEARDUP_CRAWL_ID": crawl_env.vars["NEARDUP_CRAWL_ID"] + "-again"}
+    wait_all(crawl_env, [crawl_env.crawler("crawl-2", seeds, DOMAINS, **recrawl)], 120)
+
+    second = Counter(site_server.fetched()) - first
+    assert sorted(set(truth["unique"]) - set(second)) == []  # past the unchanged seeds
+    records = read_topic(crawl_env.bootstrap, crawl_env.vars["NEARDUP_DECISIONS_TOPIC"])
+    latest: dict[str, Decision] = {}
+    for (url, _), decision in sorted(
+        fold_decisions(decode_decision(r.value or b"") for r in records).items(),
+        key=lambda item: item[0].fetched_at,
+    ):
+        latest[url] = decision  # each URL's decision of the recrawl
+    changed = site_server.url(*deep)
+    assert latest[changed].verdict == "changed" and latest[changed].follow_outlinks
+    for url in set(truth["unique"]) - {changed}:
+        assert latest[url].verdict == "unchanged" and latest[url].follow_outlinks, url
+        assert latest[url].duplicate_of is None
+    again = [dup for dup in truth["duplicates"] if dup["url"] in second]
+    assert again, "no planted duplicate was fetched again"
+    for dup in again:
+        decision = latest[dup["url"]]
+        assert decision.verdict == "unchanged" and not decision.follow_outlinks, dup
+        assert decision.duplicate_of == dup["original"], dup

@@ -61,6 +61,7 @@ def test_every_verdict_and_a_correction(
     ]
     wave2 = [
         page("https://a.example/1", base, 1100.0),  # the same text again
+        page("https://b.example/near", near_variant(base, 3, seed=10), 1101.0),  # a dup, again
         page("https://a.example/moving", text(4), 1104.0),  # a new text
         page("https://d.example/early", text(3), 1500.0),  # earlier than c.example/late
     ]
@@ -81,6 +82,7 @@ def test_every_verdict_and_a_correction(
         ("a.example/moving", 1003.0): Verdict.UNIQUE,
         ("c.example/late", 2000.0): Verdict.NEAR_DUPLICATE,
         ("a.example/1", 1100.0): Verdict.UNCHANGED,
+        ("b.example/near", 1101.0): Verdict.UNCHANGED,
         ("a.example/moving", 1104.0): Verdict.CHANGED,
         ("d.example/early", 1500.0): Verdict.UNIQUE,
     }
@@ -88,6 +90,10 @@ def test_every_verdict_and_a_correction(
     assert late.corrects and late.duplicate_of == "https://d.example/early"
     assert final[("https://b.example/near", 1001.0)].duplicate_of == "https://a.example/1"
     assert not final[("https://b.example/copy", 1002.0)].follow_outlinks
+    # Unchanged revisits keep their first fetch's standing (read back from Redis's record).
+    assert final[("https://a.example/1", 1100.0)].follow_outlinks
+    near_again = final[("https://b.example/near", 1101.0)]
+    assert not near_again.follow_outlinks and near_again.duplicate_of == "https://a.example/1"
     assert worker.metrics.value("neardup_worker_pages_total") == len(wave1) + len(wave2)
     assert worker.metrics.value("neardup_worker_page_age_seconds_count") >= 2  # one per batch
     assert worker.producer.transactional == (transactional == "on")

@@ -79,12 +79,58 @@ def test_every_verdict() -> None:
     assert not out[2].follow_outlinks and out[2].outlinks == () and out[2].priority == 0.0
     assert out[2].distance is not None and out[2].distance <= 3
     again = e.process([
-        page("http://a.test/1", base, 20.0),                      # revisit, same text
+        page("http://a.test/1", base, 20.0, links=("http://a.test/x",)),  # revisit, same text
         page("http://d.test/1", text(3), 21.0),                   # revisit, new text
     ])  # fmt: skip
     assert [d.verdict for d in again] == [Verdict.UNCHANGED, Verdict.CHANGED]
-    assert again[0].distance == 0 and not again[0].follow_outlinks
+    # Unchanged new content is followed again, after new pages (a recrawl goes on past it).
+    assert again[0].distance == 0 and again[0].duplicate_of is None
+    assert again[0].follow_outlinks and again[0].outlinks == ("http://a.test/x",)
+    assert 0 < again[0].priority < again[1].priority
     assert again[1].follow_outlinks and again[1].distance is not None and again[1].distance > 3
+
+
+def test_an_unchanged_revisit_keeps_its_previous_fetchs_standing() -> None:
+    """A recrawl with the index of an earlier crawl: new content stays followed, a duplicate
+    stays a duplicate of the same original (its outlinks unfollowed), through any number of
+    unchanged revisits; a revisit that changed is decided afresh."""
+    e = engine()
+    base, links = text(31), ("http://m.test/deeper",)
+    first = e.process([
+        page("http://o.test/doc", base, 1.0, links=links),
+        page("http://m.test/doc", near_copy(31), 2.0, links=links),
+    ])  # fmt: skip
+    assert [d.verdict for d in first] == [Verdict.UNIQUE, Verdict.NEAR_DUPLICATE]
+    for at in (10.0, 20.0):  # two recrawls: the second sees the first one's unchanged records
+        again = e.process([
+            page("http://o.test/doc", base, at, links=links),
+            page("http://m.test/doc", near_copy(31), at + 1, links=links),
+        ])  # fmt: skip
+        assert [d.verdict for d in again] == [Verdict.UNCHANGED, Verdict.UNCHANGED]
+        kept, mirror = again
+        assert kept.follow_outlinks and kept.outlinks == links and kept.duplicate_of is None
+        assert not mirror.follow_outlinks and mirror.outlinks == () and mirror.priority == 0.0
+        assert mirror.duplicate_of == "http://o.test/doc"
+        assert mirror.evidence["suppressed_outlinks"] == 1
+    changed = e.process([page("http://m.test/doc", text(32), 30.0, links=links)])
+    assert [d.verdict for d in changed] == [Verdict.CHANGED] and changed[0].follow_outlinks
+
+
+def test_an_unchanged_revisit_in_the_batch_of_its_previous_fetch() -> None:
+    """The previous fetch's record is still pending there: its outcome in the batch counts."""
+    e = engine()
+    e.process([page("http://o.test/doc", text(33), 1.0)])
+    out = e.process([
+        page("http://m.test/doc", near_copy(33), 3.0),    # the revisit first in the batch
+        page("http://m.test/doc", near_copy(33), 2.0),
+        page("http://n.test/doc", text(34), 3.0),
+        page("http://n.test/doc", text(34), 2.0),
+    ])  # fmt: skip
+    assert [d.verdict for d in out] == [
+        Verdict.UNCHANGED, Verdict.NEAR_DUPLICATE, Verdict.UNCHANGED, Verdict.UNIQUE
+    ]  # fmt: skip
+    assert not out[0].follow_outlinks and out[0].duplicate_of == "http://o.test/doc"
+    assert out[2].follow_outlinks and out[2].duplicate_of is None
 
 
 def test_revisit_in_the_same_batch() -> None:
