@@ -122,6 +122,7 @@ class NeardupSession:
             config.redis_url, crawl_id, config.redis_security, cluster=config.redis_cluster
         )
         size = store.size()
+        self.crawler.stats.set_value("dedup/seen_at_start", size)  # a resumed crawl: > 0
         logger.info(
             "URL-seen filter in Redis, crawl id %r (key %s): %d URLs already seen%s",
             crawl_id,

@@ -67,3 +67,13 @@ def test_neardup_crawls_outcome_lines_name_the_counts_and_the_rules() -> None:
     assert "pages fetched: 9" in text and "skipped by URL rule: 30" in text
     assert "URL rules: 1 active, 0 dropped, 0 candidates" in text and key in text
     assert outcome_lines({}, []) == ["spider stats: none written (see the spider's log)"]
+
+
+def test_a_resumed_crawl_says_so_and_how_to_crawl_again() -> None:
+    """Run again with the same seeds, a crawl resumes under its id: with every URL seen it
+    fetches nothing, and the summary says why instead of leaving a bare 0."""
+    stats = {"crawl_id": "seeds-831b1c23d7e1", "dedup/seen_at_start": 117}
+    text = "\n".join(outcome_lines({**stats, "dedup/pages_fetched": 0}, []))
+    assert "resumed crawl 'seeds-831b1c23d7e1': 117 URLs were seen before" in text
+    assert "--crawl-id" in text
+    assert "resumed" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
