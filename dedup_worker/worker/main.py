@@ -25,6 +25,7 @@ from dedup_worker.adapters.kafka import (
     ensure_topics,
     fence,
 )
+from dedup_worker.adapters.kafka.consumer import LeaveTurn
 from dedup_worker.contract.messages import Page
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
@@ -125,10 +126,23 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
         config.group_id,
         fetch_wait_ms=config.fetch_wait_ms,
         max_message_bytes=config.max_message_bytes,
+        leave_turn=build_leave_turn(config),
     )
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     return Worker(config, engine, consumer, producer, metrics)
+
+
+def build_leave_turn(config: WorkerConfig) -> LeaveTurn | None:
+    """Workers of a rolling topic's group leave it one at a time (``redis_leave_turn``: the
+    embedded broker's wedged groups); without Redis there is one worker, so no turn."""
+    if not config.topic_generations or config.memory_backend:
+        return None
+    from dedup_worker.adapters.redis_client import connect
+    from dedup_worker.adapters.redis_leave_turn import RedisLeaveTurn
+
+    client = connect(config.redis_url, cluster=config.redis_cluster, secured=config.redis_security)
+    return RedisLeaveTurn(client, config.index_namespace, config.group_id)
 
 
 def build_producer(config: WorkerConfig, stop: threading.Event | None) -> IdentifiedProducer:

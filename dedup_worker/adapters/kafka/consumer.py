@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -34,6 +35,11 @@ logger = logging.getLogger(__name__)
 #: How long ``close`` keeps polling to finish a rebalance it is part of before leaving.
 LEAVE_AFTER_REBALANCE_S = 10.0
 
+#: How long a member of a rolling topic's group polls before it leaves, once its turn came:
+#: the member that left before it needs ~0.5 s (a heartbeat) to be noticed and ~1.5 s to be
+#: rebalanced away; leaving within that wedges a Tansu 0.6.0 group (``redis_leave_turn``).
+ROLLING_SETTLE_S = 3.0
+
 #: The longer group heartbeat of the two sets of timeouts (a member learns of a rebalance
 #: from a heartbeat's answer).
 HEARTBEAT_INTERVAL_MS = max(
@@ -42,6 +48,9 @@ HEARTBEAT_INTERVAL_MS = max(
 
 #: A rebalance callback: ("assigned" or "revoked", the partitions).
 RebalanceListener = Callable[[str, list[Partition]], None]
+#: ``with turn(poll): leave``: one member of the group leaves at a time (``redis_leave_turn``);
+#: ``poll`` is called while waiting, so this member keeps taking part in rebalances.
+LeaveTurn = Callable[[Callable[[], None]], AbstractContextManager[None]]
 
 
 class GroupMetadata:
@@ -63,8 +72,10 @@ class PageConsumer:
         fetch_wait_ms: int,
         max_message_bytes: int,
         on_rebalance: RebalanceListener | None = None,
+        leave_turn: LeaveTurn | None = None,
     ) -> None:
         self.topic = topic
+        self._leave_turn = leave_turn
         self._on_rebalance = on_rebalance or _log_change
         #: Rebalance callbacks run so far (they run inside a poll): lets the worker notice that
         #: a batch's partitions may have moved between its poll and its commit.
@@ -231,14 +242,31 @@ class PageConsumer:
             return lag
 
     def close(self) -> None:
-        """Leave the group (its partitions move at once) without committing anything more."""
-        self._finish_rebalance()
+        """Leave the group (its partitions move at once) without committing anything more.
+
+        With a leave turn (a rolling topic's group, whose workers share Redis), one member
+        leaves at a time, and only after polling ``ROLLING_SETTLE_S``: the rebalance of the
+        member before it has then run its course (see ``redis_leave_turn`` for the Tansu bug
+        this avoids; the cooperative rebalances of rolling topics revoke nothing when a peer
+        leaves, so ``_finish_rebalance`` alone cannot tell that one is under way)."""
+        if self._leave_turn is None or self._generations is None:
+            self._leave()
+            return
+        with self._leave_turn(self._poll_while_waiting):
+            self._leave(ROLLING_SETTLE_S)
+
+    def _poll_while_waiting(self) -> None:
+        """A poll whose records are dropped (not committed: the next owner reads them)."""
+        self._consumer.poll(0.1)
+
+    def _leave(self, settle_s: float = 2 * HEARTBEAT_INTERVAL_MS / 1000) -> None:
+        self._finish_rebalance(settle_s)
         with kafka_errors("closing the pages consumer"):
             self._consumer.close()  # the revoke callback releases what it held
         if self._generations is not None:
             self._generations.stop()
 
-    def _finish_rebalance(self) -> None:
+    def _finish_rebalance(self, settle_s: float) -> None:
         """Before leaving, see a rebalance this member is part of through (bounded).
 
         Tansu (the embedded broker, 0.6.0) loses a group for good when its leader leaves while
@@ -250,7 +278,7 @@ class PageConsumer:
         a heartbeat's answer) and, once revoked, until its new assignment. Records polled here
         are not processed and their offsets are not committed: the next owner reads them again.
         """
-        noticed_by = time.monotonic() + 2 * HEARTBEAT_INTERVAL_MS / 1000
+        noticed_by = time.monotonic() + settle_s
         deadline = time.monotonic() + LEAVE_AFTER_REBALANCE_S
         with kafka_errors("finishing a rebalance before leaving the group"):
             while time.monotonic() < (deadline if self._awaiting_assignment else noticed_by):

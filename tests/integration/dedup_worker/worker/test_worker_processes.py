@@ -7,6 +7,7 @@ the same fingerprints the engine uses.
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -209,3 +210,32 @@ def test_two_workers_given_one_worker_id_the_fenced_one_says_so_and_no_page_is_l
     reader.settle(1.0)
     reader.close()
     check_against_oracle(reader.decisions, pages)
+
+
+def test_workers_stopped_together_leave_a_group_later_workers_can_join(
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    redis_server: RedisServer,
+) -> None:
+    """Tansu 0.6.0 wedges a group for good when its leader leaves before it has rejoined after
+    a follower left: no member, old or new, ever gets a partition again (``redis_leave_turn``).
+    Workers of a rolling topic (the embedded stack's setting) therefore leave one at a time.
+    The sequence that wedged the group in 3 of 3 tries without that: the follower gets SIGTERM
+    0.2 s before the leader; two workers started after them must both be assigned."""
+    s = setup(redis_url=redis_server.url, partitions=2, topic_generations="on")
+    leader = spawn(s.env | {"NEARDUP_WORKER_ID": "leader"})
+    wait_for_log(leader, r"partitions assigned: \['")  # the first member leads the group
+    follower = spawn(s.env | {"NEARDUP_WORKER_ID": "follower"})
+    wait_for_log(follower, r"partitions assigned: \['")
+    time.sleep(1.5)
+    follower.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    leader.proc.send_signal(signal.SIGTERM)
+    assert follower.wait(60) == 0, follower.log_text()
+    assert leader.wait(60) == 0, leader.log_text()
+    assert "waited" in leader.full_log() + follower.full_log()  # the second one took its turn
+    later = [spawn(s.env | {"NEARDUP_WORKER_ID": f"later-{i}"}) for i in range(2)]
+    for worker in later:
+        wait_for_log(worker, r"partitions assigned: \['", timeout=60)
+    for worker in later:
+        assert worker.terminate() == 0, worker.log_text()
