@@ -331,7 +331,7 @@ def build_identity(config: WorkerConfig, fence: Callable[[str], None]) -> Identi
     from dedup_worker.adapters.redis_client import connect
     from dedup_worker.adapters.redis_slots import RedisSlotStore
 
-    client = connect(config.redis_url, cluster=config.redis_cluster)
+    client = connect(config.redis_url, cluster=config.redis_cluster, secured=config.redis_security)
     store = RedisSlotStore(client, config.index_namespace, config.group_id, config.worker_slots)
     lease = SlotLease(store, config, fence)
     lease.acquire()

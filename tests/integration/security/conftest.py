@@ -33,7 +33,8 @@ def secured_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSer
     admin = server.client()
     admin.acl_setuser(
         "neardup", enabled=True, passwords=[f"+{REDIS_PASSWORD}"], keys=["*"],
-        categories=["+@read", "+@write", "+@scripting", "+@connection"], commands=["+info"],
+        categories=["+@read", "+@write", "+@scripting", "+@connection"],
+        commands=["+info", "+time"],
     )  # fmt: skip
     admin.acl_setuser(
         "reader", enabled=True, passwords=[f"+{REDIS_PASSWORD}"], keys=["*"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import Secret
 from dedup_worker.errors import ConfigError, NeardupError
 from dedup_worker.worker.config import load_config
-from dedup_worker.worker.main import build_backends
+from dedup_worker.worker.identity import build_identity
+from dedup_worker.worker.main import build_backends, build_leave_turn
 from neardup.stack import RedisServer
 from tests.support.security_helpers import (
     KEY_PASSWORD,
@@ -39,6 +41,18 @@ def _backends_work(env: dict[str, str]) -> None:
     found = index.probe_insert(fps, np.array([1, 2], dtype=np.uint64))
     assert 1 in found.id.tolist()  # the second page found the first, within k
     assert docs.latest({"https://a.test/"}) == {}
+    # The worker's other Redis clients log in the same way: its slot lease (no worker id) and
+    # the leave turn of a rolling topic's group.
+    leased = replace(config, worker_id="", transactional="on", topic_generations=True)
+    identity = build_identity(leased, lambda lapsed: None)
+    try:
+        assert identity.transactional_id.startswith(f"{config.group_id}.")
+    finally:
+        identity.close(clean=True)
+    turn = build_leave_turn(leased)
+    assert turn is not None
+    with turn(lambda: None):
+        pass
 
 
 def test_an_acl_user_reaches_the_index_and_the_records(secured_redis: RedisServer) -> None:
