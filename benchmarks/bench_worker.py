@@ -43,6 +43,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from synthetic_text import documents
 
 from dedup_worker.adapters.kafka import PARTITIONER
+from dedup_worker.contract.messages import decode_decision
+from dedup_worker.contract.reading import fold_decisions
 from dedup_worker.core.text import content_checksum
 from neardup.stack import KafkaBroker, RedisServer
 
@@ -128,8 +130,12 @@ def start_worker(broker: KafkaBroker, redis_url: str, pages: str, decisions: str
     for name, value in (("SHINGLE", args.shingle), ("TF_CAP", args.tf_cap), ("K", args.k)):
         if value is not None:
             env[f"NEARDUP_{name}"] = str(value)
-    binary = Path(sys.executable).parent / "dedup-worker"
-    return subprocess.Popen([str(binary)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    command = [str(Path(sys.executable).parent / "dedup-worker")]
+    profile = os.environ.get("BENCH_PROFILE")
+    if profile:  # cProfile the worker's main thread; the file is written when it stops
+        module = "dedup_worker.worker.main"
+        command = [sys.executable, "-m", "cProfile", "-o", profile, "-m", module]
+    return subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
 def decision_reader(broker: KafkaBroker, topic: str, partitions: int) -> Consumer:
@@ -170,16 +176,22 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
 
 class Candidates:
     """Candidates the index proposed per page, and the share the sketch rejected (false
-    candidates: earlier pages within k whose resemblance is under the threshold)."""
+    candidates: earlier pages within k whose resemblance is under the threshold).
+
+    It also keeps every decision's bytes, to fold them after the timed part: a page's first
+    decision depends on the order the worker met the partitions in (a later page decided before
+    its earlier partner is ``unique`` until corrected), its standing decision does not."""
 
     def __init__(self) -> None:
         self.pages = self.proposed = self.rejected = 0
         self.verdicts: dict[str, int] = {}
+        self.raw: list[bytes] = []
 
     def add(self, messages: list[Any]) -> int:
         """Count ``messages``; returns how many are first decisions (not corrections)."""
         first = 0
         for message in messages:
+            self.raw.append(message.value())
             decision = orjson.loads(message.value())  # this process shares the cores
             if decision.get("corrects"):
                 continue
@@ -195,11 +207,23 @@ class Candidates:
     def report(self) -> str:
         per_page = self.proposed / max(self.pages, 1)
         false_rate = self.rejected / max(self.proposed, 1)
-        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(self.verdicts.items()))
         return (
             f"candidates examined: {per_page:.2f} per page, {false_rate:.1%} of them false "
-            f"(rejected by the sketch); verdicts: {verdicts}"
+            f"(rejected by the sketch); first verdicts: {_counts(self.verdicts)}"
         )
+
+    def standing(self) -> str:
+        """The verdicts once corrections are folded in (the README's reading rule)."""
+        final = fold_decisions(decode_decision(raw) for raw in self.raw)
+        verdicts: dict[str, int] = {}
+        for decision in final.values():
+            verdicts[decision.verdict.value] = verdicts.get(decision.verdict.value, 0) + 1
+        corrected = sum(1 for decision in final.values() if decision.corrects)
+        return f"standing verdicts: {_counts(verdicts)} ({corrected} pages corrected)"
+
+
+def _counts(verdicts: Mapping[str, int]) -> str:
+    return ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items()))
 
 
 def throughput(
@@ -240,6 +264,9 @@ def throughput(
             # host's speed (which moves the CPU per page by a third from run to run) leaves be.
             print(f"  share of the ceiling reached: {rate / meter.ceiling(seen - first_count):.1%}")
         print(f"  {candidates.report()}")
+        while batch := read_some(reader, 1.0):  # corrections after the last first decision
+            candidates.add(batch)
+        print(f"  {candidates.standing()}")
     finally:
         worker.terminate()
         worker.wait(30)
