@@ -6,11 +6,13 @@ Run from the repository root with a stack of your own (a recrawl needs the first
 
     neardup up --state-dir /tmp/rc-stack > /tmp/rc-stack.env &    # or your own Kafka and Redis
     sleep 5; eval "$(grep ^export /tmp/rc-stack.env)"
-    python benchmarks/bench_recrawl.py --site DIR --out /tmp/recrawl [--edits 30]
+    python benchmarks/bench_recrawl.py --site DIR --out /tmp/recrawl [--edits 30] [--keepers 15]
 
 ``DIR`` is copied first (the edits go to the copy). Crawl 1 and crawl 2 run as ``neardup crawl``
 does, under the crawl ids ``recrawl-1`` and ``recrawl-2``. Between them, ``--edits`` pages that
-crawl 1 decided unique, at path depth >= 3, get the words of each plain paragraph shuffled. An
+crawl 1 decided unique, at path depth >= 3, get the words of each plain paragraph shuffled, and
+so do ``--keepers`` unique pages that have a resembling page crawl 1 did not fetch (the hard
+case: their old text then lives only on copies the recrawl has reasons to skip). An
 edit that leaves the page's text within the threshold (one short paragraph of a long page)
 rightly comes back ``unchanged``. Each crawl is scored against the folder's own resemblance as
 it stood then (``neardup.demo.static_score``): fetched, duplicates fetched, unique pages missed.
@@ -30,7 +32,7 @@ from dedup_worker.contract import decode_decision
 from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.reading import fold_decisions
 from neardup.crawl_run import CrawlOptions, CrawlRun
-from neardup.demo.static import FolderSite
+from neardup.demo.static import FolderSite, SiteTruth
 from neardup.demo.static_score import SiteScore, score_site
 
 _PARAGRAPH = re.compile(r"(<p[^>]*>)([^<]{40,})(</p>)")
@@ -70,6 +72,13 @@ def edit(site: FolderSite, urls: list[str], rng: random.Random) -> list[str]:
     return edited
 
 
+def keepers_of_unfetched(truth: SiteTruth, unique: list[str], fetched: set[str]) -> list[str]:
+    """Pages crawl 1 decided unique that have a resembling page it did not fetch (a copy a URL
+    rule skipped, or one under a duplicate page whose outlinks were not followed): edited,
+    each leaves its old text only on copies the recrawl has reasons to skip."""
+    return [url for url in unique if any(p not in fetched for p in truth.partners.get(url, ()))]
+
+
 def score_line(name: str, score: SiteScore) -> str:
     nearest = ", ".join(f"{j:.2f}" for j in score.lost_nearest)
     return (
@@ -83,7 +92,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--edits", type=int, default=30)
+    parser.add_argument("--edits", type=int, default=30, help="unique pages edited")
+    parser.add_argument(
+        "--keepers", type=int, default=15,
+        help="more edits, of unique pages with a resembling page crawl 1 did not fetch",
+    )  # fmt: skip
     args = parser.parse_args()
     copy = args.out / "site"
     shutil.rmtree(copy, ignore_errors=True)
@@ -95,21 +108,45 @@ def main() -> None:
         unique = sorted(url for url, d in first.items() if d.verdict.value == "unique")
         rng = random.Random(7)
         deep = [url for url in unique if url.count("/") >= 5]
-        edited = edit(site, rng.sample(deep, min(args.edits, len(deep))), rng)
+        keepers = keepers_of_unfetched(truth, unique, set(log1))
+        picked = rng.sample(keepers, min(args.keepers, len(keepers)))
+        others = [url for url in deep if url not in set(picked)]
+        picked += rng.sample(others, min(args.edits, len(others)))
+        edited = edit(site, picked, rng)
         truth2 = site.truth()
         second = crawl(site, args.out, "recrawl-2")
         log2 = site.fetched()[len(log1) :]
     again = set(log2)
-    print(score_line("crawl 1", score_site(truth, log1, first)))
+    score1 = score_site(truth, log1, first)
+    print(score_line("crawl 1", score1))
     print("  verdicts:", dict(Counter(d.verdict.value for d in first.values())))
-    print(score_line("crawl 2", score_site(truth2, log2, second)))
+    score2 = score_site(truth2, log2, second)
+    print(score_line("crawl 2", score2))
     print("  verdicts:", dict(Counter(d.verdict.value for d in second.values())))
     refetched = sum(url in again for url in unique)
     print(f"  crawl 1's unique pages fetched again: {refetched} of {len(unique)}")
     outcomes = Counter(second[u].verdict.value if u in second else "not fetched" for u in edited)
     print(f"  pages edited between the crawls: {len(edited)}, decided {dict(outcomes)}")
+    copies = sorted(
+        {p for url in set(edited) & set(keepers) for p in truth.partners[url]} - set(log1)
+    )
+    lost = set(score2.lost)
+    print(
+        f"  copies of the edited keepers that crawl 1 did not fetch: {len(copies)}; crawl 2 "
+        f"fetched {sum(url in again for url in copies)}, missed as unique {len(lost & set(copies))}"
+    )
     (args.out / "recrawl.json").write_text(
-        json.dumps({"edited": edited, "outcomes": outcomes}, indent=1) + "\n"
+        json.dumps(
+            {
+                "edited": edited,
+                "outcomes": outcomes,
+                "copies": copies,
+                "lost_1": score1.lost,
+                "lost_2": score2.lost,
+            },
+            indent=1,
+        )
+        + "\n"
     )
 
 

@@ -39,7 +39,7 @@ from crawler.rules.rewrite import Rule
 from crawler.rules.shared import SharedRules
 from crawler.rules.sketches import PageComparer
 from crawler.urls import host_of
-from dedup_worker.contract.messages import Decision
+from dedup_worker.contract.messages import Decision, Verdict
 from dedup_worker.contract.predictions import PredictedDuplicate, RuleEvidence
 from dedup_worker.contract.reading import PageKey
 
@@ -93,22 +93,33 @@ class UrlSet:
 
 class Fetched:
     """The fetched pages this process read decisions of: URL -> keeper (the page itself if it
-    is new, else the keeper of the page it duplicates). Past ``limit`` pages it starts over:
-    an unknown page only means no check and no skip."""
+    is new, else the keeper of the page it duplicates), and which of them came back
+    ``changed`` (a recrawl). Past ``limit`` pages it starts over: an unknown page only means no
+    check and no skip."""
 
     def __init__(self, limit: int = URL_LIMIT) -> None:
         self.limit = limit
         self._keepers: dict[str, str] = {}
+        self._changed: set[str] = set()
 
-    def note(self, url: str, duplicate_of: str | None) -> str:
+    def note(self, url: str, duplicate_of: str | None, changed: bool = False) -> str:
         if len(self._keepers) >= self.limit:
             self._keepers.clear()
+            self._changed.clear()
         keeper = url if duplicate_of is None else self._keepers.get(duplicate_of, duplicate_of)
         self._keepers[url] = keeper
+        if changed:
+            self._changed.add(url)
+        else:
+            self._changed.discard(url)
         return keeper
 
     def keeper_of(self, url: str) -> str | None:
         return self._keepers.get(url)
+
+    def changed(self, url: str) -> bool:
+        """Whether ``url``'s fetch in this crawl found other content than its previous one."""
+        return url in self._changed
 
     def __len__(self) -> int:
         return len(self._keepers)
@@ -139,6 +150,7 @@ class CrawlRules:
         self.forced = UrlSet()  # group samples: fetched whatever the rules say
         self._explored = UrlSet()  # exploration samples admitted: not skipped at the fetch
         self._skipped = UrlSet()  # published and counted once
+        self._kept = UrlSet()  # not skipped as its counterpart changed: counted once
         self.pacer = Pacer(rules.book.policy)
         self.release: Release | None = None
         self._released = UrlSet()  # held, then released: not held again on the way out
@@ -169,7 +181,7 @@ class CrawlRules:
     def _note(self, decision: Decision) -> tuple[str, str | None]:
         url = self.canonical(decision.url)
         original = self.canonical(decision.duplicate_of) if decision.duplicate_of else None
-        self.fetched.note(url, original)
+        self.fetched.note(url, original, decision.verdict is Verdict.CHANGED)
         return url, original
 
     def settle(self) -> bool:
@@ -287,6 +299,14 @@ class CrawlRules:
         if prediction is None or self.fetched.keeper_of(prediction.counterpart) is None:
             return None  # no rule, or its counterpart was not fetched (yet)
         if url in self._explored:
+            return None
+        if self.fetched.changed(prediction.counterpart):
+            # A recrawl found new content at the counterpart: the rule's checks vouched for
+            # its old content, and a copy of that (an older release's page) may now be the
+            # only place it is left.
+            if url not in self._kept:
+                self._kept.add(url)
+                self.stats.inc_value("dedup/rules/counterpart_changed")
             return None
         if url not in self._skipped and self.rules.explore(prediction):  # asked once per URL
             self._explored.add(url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from crawler.crawl_rules import RULE, CrawlRules
@@ -94,6 +95,34 @@ def test_the_gate_skips_what_an_active_rule_maps_onto_a_fetched_page_and_publish
     assert len(published) == len(skipped) and stats.values["dedup/rules/predicted"] == len(skipped)
     # A page the crawl did not fetch the counterpart of is never skipped.
     assert rules.admit(f"{M}/elsewhere/x", source) is None
+
+
+def revisit(url: str, verdict: Verdict, duplicate_of: str | None = None) -> Decision:
+    """A recrawl's decision of ``url``: ``unchanged`` keeps its standing, ``changed`` is new."""
+    return replace(decision(url, duplicate_of), verdict=verdict, fetched_at=9.0)
+
+
+def test_a_recrawl_fetches_what_a_rule_maps_onto_a_page_that_changed() -> None:
+    """A rule's checks vouched for its counterparts' old content: where a recrawl finds a
+    counterpart changed, the copy of the old content (an older release's page) is fetched."""
+    rules, _, _, stats, published = setup()
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(5)])
+    rules.observe(
+        [decision(f"{M}/s{s}/p{i}", f"{D}/s{s}/p{i}") for s in range(4) for i in range(3)]
+    )
+    assert rules.rules.book.state(PathRewrite(M, "", D, "").key) is State.ACTIVE
+    rules.rules.explore = lambda prediction: False  # type: ignore[method-assign]
+    rules.observe(
+        [revisit(f"{D}/s0/p4", Verdict.CHANGED), revisit(f"{D}/s1/p4", Verdict.UNCHANGED)]
+    )
+    source = PageKey(f"{D}/blog", 9.0)
+    assert rules.admit(f"{M}/s0/p4", source) is None and rules.admit_fetch(f"{M}/s0/p4") is None
+    assert rules.admit(f"{M}/s1/p4", source) == RULE  # unchanged: still the same content
+    assert [p.url for p in published] == [f"{M}/s1/p4"]
+    assert stats.values["dedup/rules/counterpart_changed"] == 1  # once a URL
+    # Decided unchanged again later (another crawl), the counterpart vouches again.
+    rules.observe([revisit(f"{D}/s0/p4", Verdict.UNCHANGED)])
+    assert rules.admit(f"{M}/s0/p4", source) == RULE
 
 
 def test_a_pagination_parameter_never_becomes_a_rule() -> None:
