@@ -28,7 +28,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from neardup.rules_table import RuleRow, rules_html
-from neardup.summary import CrawlSummary, links_of, summarise, suppressed_links
+from neardup.summary import (
+    SUPPRESSED_VERDICTS,
+    CrawlSummary,
+    links_of,
+    summarise,
+    suppressed_links,
+)
 
 __all__ = [
     "CrawlSummary",
@@ -130,7 +136,11 @@ def _verdicts_over_time(ax: Any, summary: CrawlSummary) -> None:
 
 
 def _distance_histogram(ax: Any, summary: CrawlSummary) -> None:
-    distances = [d.distance for d in summary.suppressed if d.distance is not None]
+    distances = [  # a recrawl's unchanged duplicate's distance is to its previous fetch
+        d.distance
+        for d in summary.suppressed
+        if d.distance is not None and d.verdict.value in SUPPRESSED_VERDICTS
+    ]
     top = max(distances, default=3)
     ax.hist(distances, bins=range(0, top + 2), color="#e8590c", align="left", rwidth=0.8)
     ax.set_xlabel("Hamming distance to the original")

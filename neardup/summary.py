@@ -21,6 +21,15 @@ from dedup_worker.errors import ContractError
 SUPPRESSED_VERDICTS = ("near_duplicate", "exact_duplicate")
 
 
+def is_suppressed(decision: Decision) -> bool:
+    """A duplicate whose outlinks were not followed: a near or exact duplicate, or a recrawl's
+    ``unchanged`` page that keeps its standing as a duplicate (it names its original)."""
+    verdict = decision.verdict.value
+    return verdict in SUPPRESSED_VERDICTS or (
+        verdict == "unchanged" and bool(decision.duplicate_of)
+    )
+
+
 @dataclass
 class CrawlSummary:
     """Each page's standing decision (corrections applied) and the counts derived from it."""
@@ -45,7 +54,7 @@ class CrawlSummary:
 
     @property
     def suppressed(self) -> list[Decision]:
-        return [d for d in self.final.values() if d.verdict.value in SUPPRESSED_VERDICTS]
+        return [d for d in self.final.values() if is_suppressed(d)]
 
     def add(self, raw: bytes) -> None:
         """Apply one decision message (an undecodable one is counted, not applied)."""

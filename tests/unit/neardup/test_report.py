@@ -44,6 +44,30 @@ def test_summary_applies_corrections(tmp_path: Path) -> None:
     assert summary.corrections == 10
 
 
+def test_a_recrawls_unchanged_duplicates_count_as_suppressed(tmp_path: Path) -> None:
+    """A recrawl decides every page ``unchanged``; the mirrors keep their standing as
+    duplicates, and the summary counts them and their outlinks as suppressed."""
+    engine = DedupEngine(InMemoryIndex(build_design(3, (4,))), MemoryDocStore())
+    rng = random.Random(2)
+    vocab = [f"v{i}" for i in range(3000)]
+    bodies = [" ".join(rng.choice(vocab) for _ in range(300)) for _ in range(4)]
+    links = tuple(f"http://h.test/sub{i}" for i in range(3))
+
+    def crawl(at: float) -> list[bytes]:
+        pages = [
+            Page(url=f"http://m{m}.test/{f}", host=f"m{m}.test", fetched_at=at + 10 * f + m,
+                 text=body, outlinks=links)
+            for f, body in enumerate(bodies) for m in range(2)
+        ]  # fmt: skip
+        return [d.to_json() for d in engine.process(pages)]
+
+    crawl(0.0)
+    summary = summarise(crawl(1000.0))
+    assert summary.verdicts == {"unchanged": 8}
+    assert len(summary.suppressed) == 4 and suppressed_links(summary) == 4 * 3
+    assert {d.url for d in summary.suppressed} == {f"http://m1.test/{f}" for f in range(4)}
+
+
 def test_crawl_summary_and_report_agree_with_redeliveries(tmp_path: Path) -> None:
     """Every decision arrives twice (a crash, a rebalance, an aborted transaction shown
     anyway): ``neardup crawl``'s summary and ``neardup report`` still count each page, each
