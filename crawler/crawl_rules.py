@@ -150,7 +150,7 @@ class CrawlRules:
         self.forced = UrlSet()  # group samples: fetched whatever the rules say
         self._explored = UrlSet()  # exploration samples admitted: not skipped at the fetch
         self._skipped = UrlSet()  # published and counted once
-        self._kept = UrlSet()  # not skipped as its counterpart changed: counted once
+        self._kept = UrlSet()  # not skipped for a recrawl's reason: counted once
         self.pacer = Pacer(rules.book.policy)
         self.release: Release | None = None
         self._released = UrlSet()  # held, then released: not held again on the way out
@@ -300,13 +300,11 @@ class CrawlRules:
             return None  # no rule, or its counterpart was not fetched (yet)
         if url in self._explored:
             return None
-        if self.fetched.changed(prediction.counterpart):
-            # A recrawl found new content at the counterpart: the rule's checks vouched for
-            # its old content, and a copy of that (an older release's page) may now be the
-            # only place it is left.
+        reason = self.recrawl_reason(url, prediction.counterpart)
+        if reason is not None:
             if url not in self._kept:
                 self._kept.add(url)
-                self.stats.inc_value("dedup/rules/counterpart_changed")
+                self.stats.inc_value(f"dedup/rules/{reason}")
             return None
         if url not in self._skipped and self.rules.explore(prediction):  # asked once per URL
             self._explored.add(url)
@@ -320,6 +318,23 @@ class CrawlRules:
             self.stats.inc_value("dedup/rules/predicted")
             self.publish(self.prediction(prediction, source, stage))
         return RULE
+
+    def recrawl_reason(self, url: str, counterpart: str) -> str | None:
+        """Why a recrawl fetches ``url`` though a rule (or a duplicate page's rewrite) maps it
+        onto fetched ``counterpart``, if it does:
+
+        - ``counterpart_changed``: the counterpart came back with new content. The rule's
+          checks vouched for its old content, and a copy of that (an older release's page)
+          may now be the only place it is left.
+        - ``original_of_counterpart``: the counterpart came back ``unchanged`` naming ``url``
+          as its original. ``url`` held the content first; only a fetch tells whether it
+          changed since, and a skip would lose exactly the pages that did.
+        """
+        if self.fetched.changed(counterpart):
+            return "counterpart_changed"
+        if self.fetched.keeper_of(counterpart) == url:
+            return "original_of_counterpart"
+        return None
 
     def prediction(
         self, prediction: Prediction, source: str | None, stage: str

@@ -14,6 +14,12 @@ did not (**the rest is followed**: the hub was a duplicate, its leaves are not).
 one rewrite share their samples (:class:`~crawler.rules.counterparts.RewriteEvidence`): a group
 fetches only the samples its rewrite lacks, and waits for those its siblings have in flight.
 
+In a recrawl (a new crawl id against the same Redis), a link whose counterpart came back
+``changed``, or names the link as its original, may hold content the counterpart no longer
+has: it is followed, not grouped (:meth:`crawler.crawl_rules.CrawlRules.recrawl_reason`); one
+dropped with its group before its counterpart was decided is released if that decision gives
+such a reason (``dedup/outlinks_recrawl_fetched``).
+
 "Same anchor text", the issue's other way to find a counterpart, is not available: the contract
 carries a page's outlinks as URLs only (the ``pages`` message has no anchors), and a judge sees
 the requests a callback yielded, not the markup.
@@ -64,6 +70,22 @@ class _Group:
     counterparts: list[str] = field(default_factory=list)  # and the counterparts, likewise
 
 
+@dataclass(frozen=True)
+class _Dropped:
+    """A request of a suppressed group whose counterpart was not decided yet (see
+    :meth:`SubtreeJudge.decided`)."""
+
+    source: PageKey
+    depth: int
+    priority: float
+    held: Held
+
+
+#: Dropped requests remembered until their counterpart's decision (past it: forgotten, which in
+#: a recrawl can cost a page whose counterpart came back changed late).
+DROPPED_LIMIT = 200_000
+
+
 class SubtreeJudge:
     """Judge of duplicates' outlinks, sampling groups of predicted duplicates."""
 
@@ -88,6 +110,8 @@ class SubtreeJudge:
         self._evidence: dict[str, RewriteEvidence] = {}  # rewrite key -> its groups' samples
         # counterpart URL -> (group, sample) decided before it, waiting for its decision
         self._counterparts: dict[str, list[tuple[_Group, str]]] = {}
+        self._dropped: dict[str, list[_Dropped]] = {}  # counterpart URL -> requests dropped
+        self._dropped_count = 0
         rules.sampler = self
 
     @property
@@ -116,19 +140,25 @@ class SubtreeJudge:
                 by_url.setdefault(held.url, []).append(held)
         known = self._known(url, keeper, list(by_url))
         rules = self.rules.rules
+        recrawl: list[str] = []
+
+        def differs(link: str, counterpart: str) -> bool:
+            if self.rules.recrawl_reason(link, counterpart) is not None:
+                recrawl.append(link)  # may differ now (see CrawlRules.recrawl_reason)
+                return True
+            return rules.differing.known(link, counterpart)
+
         judged = judge_outlinks(
-            url,
-            keeper,
-            by_url,
-            known.__contains__,
-            rules.book.policy,
-            rules.book,
-            self._evidence,
-            rules.differing.known,
-        )
+            url, keeper, by_url, known.__contains__, rules.book.policy, rules.book,
+            self._evidence, differs,
+        )  # fmt: skip
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
-        if judged.known_to_differ:
-            self.stats.inc_value("dedup/outlinks_known_to_differ", judged.known_to_differ)
+        if judged.known_to_differ > len(recrawl):
+            self.stats.inc_value(
+                "dedup/outlinks_known_to_differ", judged.known_to_differ - len(recrawl)
+            )
+        if recrawl:
+            self.stats.inc_value("dedup/outlinks_recrawl_fetched", len(recrawl))
         follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
             return Judgement(tuple(follow))
@@ -146,7 +176,8 @@ class SubtreeJudge:
             return Judgement(tuple(follow))
         self._count(verdict, group)
         if verdict is GroupVerdict.SUPPRESS:
-            return Judgement(tuple(follow), tuple(held_back))
+            keep, drop = self._suppress(group)
+            return Judgement((*follow, *keep), tuple(drop))
         return Judgement((*follow, *held_back))
 
     def _known(self, url: str, keeper: str, links: list[str]) -> set[str]:
@@ -202,6 +233,7 @@ class SubtreeJudge:
     def decided(self, pages: Sequence[tuple[str, str | None]]) -> None:
         for url, _ in pages:
             self.rules.forced.discard(url)
+            self._revive(url)
             waiting = [(group, url) for group in self._waiting.pop(url, ())]
             waiting += self._counterparts.pop(url, [])  # samples that waited for this page
             for group, sample in waiting:
@@ -253,9 +285,52 @@ class SubtreeJudge:
                 self._counterparts.pop(counterpart, None)
         self._count(verdict, group)
         if verdict is GroupVerdict.SUPPRESS:
-            self.links.drop_held(group.held, group.depth)
+            keep, drop = self._suppress(group)
+            if keep:
+                self.links.release_held(group.source, keep, group.depth, group.priority)
+            self.links.drop_held(drop, group.depth)
         else:
             self.links.release_held(group.source, group.held, group.depth, group.priority)
+
+    def _suppress(self, group: _Group) -> tuple[list[Held], list[Held]]:
+        """A suppressed group's held requests: those a recrawl must fetch after all (their
+        counterpart came back changed, or names them as its original; see
+        :meth:`CrawlRules.recrawl_reason`), and those dropped. A dropped one whose counterpart
+        is not decided yet is remembered, to be released if that decision gives a reason."""
+        keep: list[Held] = []
+        drop: list[Held] = []
+        for held in group.held:
+            counterpart = group.check.counterpart(held.url)
+            if self.rules.recrawl_reason(held.url, counterpart) is not None:
+                keep.append(held)
+                continue
+            drop.append(held)
+            if self.rules.fetched.keeper_of(counterpart) is None:
+                self._remember(
+                    counterpart, _Dropped(group.source, group.depth, group.priority, held)
+                )
+        if keep:
+            self.stats.inc_value("dedup/outlinks_recrawl_fetched", len(keep))
+        return keep, drop
+
+    def _remember(self, counterpart: str, dropped: _Dropped) -> None:
+        if self._dropped_count >= DROPPED_LIMIT:
+            self._dropped.clear()
+            self._dropped_count = 0
+        self._dropped.setdefault(counterpart, []).append(dropped)
+        self._dropped_count += 1
+
+    def _revive(self, counterpart: str) -> None:
+        """``counterpart`` was just decided: release the requests dropped with it as their
+        counterpart for which a recrawl has a reason to fetch (else they stay dropped)."""
+        dropped = self._dropped.pop(counterpart, None)
+        if dropped is None:
+            return
+        self._dropped_count -= len(dropped)
+        for item in dropped:
+            if self.rules.recrawl_reason(item.held.url, counterpart) is not None:
+                self.stats.inc_value("dedup/outlinks_recrawl_fetched")
+                self.links.release_held(item.source, [item.held], item.depth, item.priority)
 
     def _count(self, verdict: GroupVerdict, group: _Group) -> None:
         if verdict is GroupVerdict.SUPPRESS:

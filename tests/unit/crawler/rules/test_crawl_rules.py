@@ -125,6 +125,26 @@ def test_a_recrawl_fetches_what_a_rule_maps_onto_a_page_that_changed() -> None:
     assert rules.admit(f"{M}/s0/p4", source) == RULE
 
 
+def test_a_recrawl_fetches_the_original_that_a_rule_would_skip_for_its_copy() -> None:
+    """The previous crawl fetched the mirror's page first, and the docs' page duplicated it;
+    the recrawl fetches the docs' page first (``unchanged``, naming the mirror's page as its
+    original). The rule maps the mirror's page onto it, but the original is fetched: only a
+    fetch tells whether it changed since."""
+    rules, _, _, stats, published = setup()
+    rules.observe([decision(f"{D}/s{s}/p{i}") for s in range(4) for i in range(5)])
+    rules.observe(
+        [decision(f"{M}/s{s}/p{i}", f"{D}/s{s}/p{i}") for s in range(4) for i in range(3)]
+    )
+    rules.rules.explore = lambda prediction: False  # type: ignore[method-assign]
+    rules.observe([revisit(f"{D}/s2/p4", Verdict.UNCHANGED, f"{M}/s2/p4")])
+    rules.observe([revisit(f"{D}/s3/p4", Verdict.UNCHANGED)])
+    source = PageKey(f"{D}/blog", 9.0)
+    assert rules.admit(f"{M}/s2/p4", source) is None and rules.admit_fetch(f"{M}/s2/p4") is None
+    assert rules.admit(f"{M}/s3/p4", source) == RULE  # the docs' page was the original
+    assert [p.url for p in published] == [f"{M}/s3/p4"]
+    assert stats.values["dedup/rules/original_of_counterpart"] == 1
+
+
 def test_a_pagination_parameter_never_becomes_a_rule() -> None:
     rules, _, _, _, published = setup()
     for n in range(12):  # ?page=1 is the listing itself: it looks droppable
@@ -168,6 +188,49 @@ def test_a_duplicate_subtree_has_the_rest_of_its_group_suppressed() -> None:
     assert judge.waiting == 0 and links.released == []
     assert len(links.dropped) == 20 - len(samples)
     assert stats.values["dedup/groups_suppressed"] == 1
+
+
+def test_a_recrawls_duplicate_hub_follows_the_links_whose_counterparts_may_differ() -> None:
+    """A recrawl: 2.0's index is still a duplicate of 1.0's. Its chapter 3's counterpart came
+    back changed, and chapter 4 was the original its counterpart named: both are followed as
+    new content, the rest of the group is sampled and suppressed as before."""
+    rules, judge, links, stats, _ = setup()
+    page = release_pages(rules)
+    rules.observe([revisit(f"{D}/r/1.0/c3", Verdict.CHANGED)])
+    rules.observe([revisit(f"{D}/r/1.0/c4", Verdict.UNCHANGED, f"{D}/r/2.0/c4")])
+    follow = [held.url for held in judge.judge(page).follow]
+    assert {f"{D}/r/2.0/c3", f"{D}/r/2.0/c4"} <= set(follow)
+    assert stats.values["dedup/outlinks_recrawl_fetched"] == 2
+    assert stats.values["dedup/outlinks_known_to_differ"] == 0
+    samples = [url for url in follow if not url.endswith(("c3", "c4", "whatsnew"))]
+    rules.observe([decision(url, url.replace("2.0", "1.0")) for url in samples])
+    assert stats.values["dedup/groups_suppressed"] == 1
+    assert len(links.dropped) == 18 - len(samples)  # neither c3 nor c4 among them
+    assert not {f"{D}/r/2.0/c3", f"{D}/r/2.0/c4"} & set(links.dropped)
+
+
+def test_a_recrawl_releases_a_dropped_link_once_its_counterpart_comes_back_changed() -> None:
+    """A recrawl's process: 2.0's chapters are dropped with their group before their 1.0
+    counterparts are decided (they are scheduled, the seen set says); the one whose
+    counterpart then comes back changed is released, the others stay dropped."""
+    stats, links, published = Stats(), Links(), []
+    rules = CrawlRules(SharedRules(MemoryRuleStore()), stats, str, published.append)
+    judge = SubtreeJudge(rules, links, lambda urls: [True] * len(urls), stats, 60.0, Clock())
+    rules.observe([revisit(f"{D}/r/1.0/", Verdict.UNCHANGED)])
+    rules.observe([revisit(f"{D}/r/2.0/", Verdict.UNCHANGED, f"{D}/r/1.0/")])
+    chapters = [f"{D}/r/2.0/c{i}" for i in range(20)]
+    page = DecidedPage(PageKey(f"{D}/r/2.0/", 9.0), 1, tuple(chapters),
+                       revisit(f"{D}/r/2.0/", Verdict.UNCHANGED, f"{D}/r/1.0/"),
+                       tuple(Held(url, url) for url in chapters))  # fmt: skip
+    samples = [held.url for held in judge.judge(page).follow]
+    rules.observe([revisit(url.replace("2.0", "1.0"), Verdict.UNCHANGED) for url in samples])
+    rules.observe([revisit(url, Verdict.UNCHANGED, url.replace("2.0", "1.0")) for url in samples])
+    assert stats.values["dedup/groups_suppressed"] == 1 and links.released == []
+    changed, same = sorted(set(links.dropped))[:2]
+    rules.observe([revisit(changed.replace("2.0", "1.0"), Verdict.CHANGED)])
+    rules.observe([revisit(same.replace("2.0", "1.0"), Verdict.UNCHANGED)])
+    assert links.released == [changed]
+    assert stats.values["dedup/outlinks_recrawl_fetched"] == 1
 
 
 def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own() -> None:
