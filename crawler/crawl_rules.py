@@ -50,6 +50,8 @@ RULE = "rule"
 #: URLs a process remembers in its bounded sets (see :class:`UrlSet`).
 URL_LIMIT = 2_000_000
 
+_REVISITS = frozenset((Verdict.CHANGED, Verdict.UNCHANGED))
+
 PublishPrediction = Callable[[PredictedDuplicate], None]
 #: Sends held requests out again, by URL (:meth:`crawler.links.LinkScheduler.release_paced`).
 Release = Callable[[list[str]], None]
@@ -146,6 +148,9 @@ class CrawlRules:
         self.crawl_id = crawl_id
         self.clock = clock
         self.fetched = Fetched()
+        #: Whether a decision of a URL fetched before (``changed``/``unchanged``) came in: a
+        #: recrawl against an earlier crawl's index (the seeds' decisions say so first).
+        self.recrawl = False
         self.sampler: Sampler | None = None
         self.forced = UrlSet()  # group samples: fetched whatever the rules say
         self._explored = UrlSet()  # exploration samples admitted: not skipped at the fetch
@@ -182,6 +187,8 @@ class CrawlRules:
         url = self.canonical(decision.url)
         original = self.canonical(decision.duplicate_of) if decision.duplicate_of else None
         self.fetched.note(url, original, decision.verdict is Verdict.CHANGED)
+        if decision.verdict in _REVISITS:
+            self.recrawl = True
         return url, original
 
     def settle(self) -> bool:

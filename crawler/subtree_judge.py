@@ -115,6 +115,11 @@ class SubtreeJudge:
         rules.sampler = self
 
     @property
+    def remembered(self) -> int:
+        """Dropped requests kept until their counterpart's decision (a recrawl only)."""
+        return self._dropped_count
+
+    @property
     def waiting(self) -> int:
         """Groups waiting for their samples."""
         return len(self._pending)
@@ -296,7 +301,8 @@ class SubtreeJudge:
         """A suppressed group's held requests: those a recrawl must fetch after all (their
         counterpart came back changed, or names them as its original; see
         :meth:`CrawlRules.recrawl_reason`), and those dropped. A dropped one whose counterpart
-        is not decided yet is remembered, to be released if that decision gives a reason."""
+        is not decided yet is remembered in a recrawl, to be released if that decision gives a
+        reason."""
         keep: list[Held] = []
         drop: list[Held] = []
         for held in group.held:
@@ -305,7 +311,7 @@ class SubtreeJudge:
                 keep.append(held)
                 continue
             drop.append(held)
-            if self.rules.fetched.keeper_of(counterpart) is None:
+            if self.rules.recrawl and self.rules.fetched.keeper_of(counterpart) is None:
                 self._remember(
                     counterpart, _Dropped(group.source, group.depth, group.priority, held)
                 )

@@ -231,6 +231,24 @@ def test_a_recrawl_releases_a_dropped_link_once_its_counterpart_comes_back_chang
     rules.observe([revisit(same.replace("2.0", "1.0"), Verdict.UNCHANGED)])
     assert links.released == [changed]
     assert stats.values["dedup/outlinks_recrawl_fetched"] == 1
+    assert judge.remembered == len(set(links.dropped)) - 2
+
+
+def test_a_first_crawl_remembers_no_dropped_link() -> None:
+    """Only a recrawl can find a counterpart changed: a first crawl keeps nothing."""
+    stats, links, published = Stats(), Links(), []
+    rules = CrawlRules(SharedRules(MemoryRuleStore()), stats, str, published.append)
+    judge = SubtreeJudge(rules, links, lambda urls: [True] * len(urls), stats, 60.0, Clock())
+    rules.observe([decision(f"{D}/r/1.0/"), decision(f"{D}/r/2.0/", f"{D}/r/1.0/")])
+    chapters = [f"{D}/r/2.0/c{i}" for i in range(20)]
+    page = DecidedPage(PageKey(f"{D}/r/2.0/", 1.0), 1, tuple(chapters),
+                       decision(f"{D}/r/2.0/", f"{D}/r/1.0/"),
+                       tuple(Held(url, url) for url in chapters))  # fmt: skip
+    samples = [held.url for held in judge.judge(page).follow]
+    rules.observe([decision(url.replace("2.0", "1.0")) for url in samples])
+    rules.observe([decision(url, url.replace("2.0", "1.0")) for url in samples])
+    assert stats.values["dedup/groups_suppressed"] == 1 and links.dropped
+    assert not rules.recrawl and judge.remembered == 0
 
 
 def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own() -> None:
