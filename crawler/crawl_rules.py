@@ -337,6 +337,8 @@ class CrawlRules:
           as its original. ``url`` held the content first; only a fetch tells whether it
           changed since, and a skip would lose exactly the pages that did.
         """
+        if not self.recrawl:
+            return None  # a first crawl: its pages have no earlier fetch to differ from
         if self.fetched.changed(counterpart):
             return "counterpart_changed"
         if self.fetched.keeper_of(counterpart) == url:

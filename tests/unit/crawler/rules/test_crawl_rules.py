@@ -249,6 +249,9 @@ def test_a_first_crawl_remembers_no_dropped_link() -> None:
     rules.observe([decision(url, url.replace("2.0", "1.0")) for url in samples])
     assert stats.values["dedup/groups_suppressed"] == 1 and links.dropped
     assert not rules.recrawl and judge.remembered == 0
+    # The pair a recrawl would fetch (the original of a fetched copy) is no reason here.
+    assert rules.recrawl_reason(f"{D}/r/2.0/", f"{D}/r/1.0/") is None
+    assert rules.recrawl_reason(f"{D}/r/1.0/", f"{D}/r/2.0/") is None
 
 
 def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own() -> None:
