@@ -96,6 +96,14 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
         f"URL rules: {states['active']} active, {states['dropped']} dropped, "
         f"{len(rules) - states['active'] - states['dropped']} candidates",
     ]
+    recrawl = n("dedup/rules/counterpart_changed") + n("dedup/rules/original_of_counterpart")
+    if recrawl or n("dedup/outlinks_recrawl_fetched"):
+        lines.append(
+            f"fetched because this is a recrawl: {recrawl} URLs a rule maps onto a page that "
+            f"changed ({n('dedup/rules/counterpart_changed')}) or that was their original "
+            f"({n('dedup/rules/original_of_counterpart')}); "
+            f"{n('dedup/outlinks_recrawl_fetched')} duplicates' outlinks likewise"
+        )
     if n("dedup/seen_at_start"):
         lines.append(
             f"resumed crawl {stats.get('crawl_id', '')!r}: {n('dedup/seen_at_start')} URLs were "

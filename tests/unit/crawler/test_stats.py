@@ -77,3 +77,18 @@ def test_a_resumed_crawl_says_so_and_how_to_crawl_again() -> None:
     assert "resumed crawl 'seeds-831b1c23d7e1': 117 URLs were seen before" in text
     assert "--crawl-id" in text
     assert "resumed" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
+
+
+def test_a_recrawl_says_what_it_fetched_because_it_is_one() -> None:
+    stats = {
+        "dedup/pages_fetched": 50,
+        "dedup/rules/counterpart_changed": 2,
+        "dedup/rules/original_of_counterpart": 5,
+        "dedup/outlinks_recrawl_fetched": 11,
+    }
+    text = "\n".join(outcome_lines(stats, []))
+    assert (
+        "fetched because this is a recrawl: 7 URLs a rule maps onto a page that changed (2) "
+        "or that was their original (5); 11 duplicates' outlinks likewise"
+    ) in text
+    assert "recrawl" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
