@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from dedup_worker.adapters.kafka.errors import kafka_errors, translate_error
 from dedup_worker.adapters.kafka.group_generations import (
@@ -83,6 +83,7 @@ class PageConsumer:
         #: The value of ``rebalances`` at each partition's last revocation.
         self._revoked_at: dict[Partition, int] = {}
         self._awaiting_assignment = False  # revoked, and the rebalance's assignment not yet in
+        self._closing = False  # close() runs: the revoke callback runs inside it
         fetch_max = max(52_428_800, max_message_bytes)
         #: A rolling topic (``generations.py``): the subscription follows its live generations,
         #: and cooperative rebalances add or drop one without revoking the others.
@@ -149,8 +150,7 @@ class PageConsumer:
             # Stop fetching first (the wrapper would unassign after this callback), then
             # release: the roller may delete a generation once every partition is released.
             with kafka_errors("unassigning revoked generations"):
-                consumer.incremental_unassign(partitions)
-                wake_fetchers(consumer)
+                unassign_revoked(consumer, partitions, closing=self._closing)
             self._generations.release([(tp.topic, tp.partition) for tp in partitions])
         for tp in partitions:
             self._revoked_at[(tp.topic, tp.partition)] = self.rebalances
@@ -261,6 +261,7 @@ class PageConsumer:
 
     def _leave(self, settle_s: float = 2 * HEARTBEAT_INTERVAL_MS / 1000) -> None:
         self._finish_rebalance(settle_s)
+        self._closing = True
         with kafka_errors("closing the pages consumer"):
             self._consumer.close()  # the revoke callback releases what it held
         if self._generations is not None:
@@ -291,13 +292,36 @@ class PageConsumer:
 
 
 class Seekable(Protocol):
-    """The part of a librdkafka consumer :func:`wake_fetchers` uses."""
+    """The part of a librdkafka consumer :func:`unassign_revoked` uses."""
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None: ...
 
     def assignment(self) -> list[TopicPartition]: ...
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
 
     def seek(self, partition: TopicPartition) -> None: ...
+
+
+def unassign_revoked(
+    consumer: Seekable, partitions: list[TopicPartition], *, closing: bool
+) -> None:
+    """A rolling topic's revoke callback: stop fetching ``partitions`` now (the wrapper would
+    unassign only after the callback), and wake the fetchers of the kept ones.
+
+    In ``close()`` the callback runs while librdkafka destroys the handle: a call may then fail
+    with ``_DESTROY`` ("Broker handle destroyed for termination"), which made a worker stopped
+    by SIGTERM exit 1 now and then. Closing, there is nothing to wake, and a destroyed handle
+    has unassigned everything anyway, so that error is expected there and ignored.
+    """
+    try:
+        consumer.incremental_unassign(partitions)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (closing and isinstance(error, KafkaError) and error.code() == KafkaError._DESTROY):
+            raise
+    if not closing:
+        wake_fetchers(consumer)
 
 
 def wake_fetchers(consumer: Seekable) -> None:
