@@ -81,10 +81,13 @@ def keepers_of_unfetched(truth: SiteTruth, unique: list[str], fetched: set[str])
 
 def score_line(name: str, score: SiteScore) -> str:
     nearest = ", ".join(f"{j:.2f}" for j in score.lost_nearest)
+    held = ", ".join(f"{c:.2f}" for c in score.lost_contained)
     return (
         f"{name}: fetched {score.fetched}, duplicates fetched {score.duplicates_fetched}, "
-        f"unique missed {len(score.lost)} (nearest fetched J {nearest or '-'}), "
-        f"coverage {score.coverage:.4f}"
+        f"unique missed {len(score.lost)} (nearest fetched J {nearest or '-'}; share of the "
+        f"text a fetched page holds {held or '-'}), coverage {score.coverage:.4f}, text never "
+        f"fetched {score.text_missed:,} of {score.text_total:,} shingles "
+        f"({score.text_missed_share:.3%})"
     )
 
 
@@ -143,6 +146,10 @@ def main() -> None:
                 "copies": copies,
                 "lost_1": score1.lost,
                 "lost_2": score2.lost,
+                "lost_contained_1": score1.lost_contained,
+                "lost_contained_2": score2.lost_contained,
+                "text_missed_1": [score1.text_missed, score1.text_total],
+                "text_missed_2": [score2.text_missed, score2.text_total],
             },
             indent=1,
         )

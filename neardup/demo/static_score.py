@@ -4,8 +4,9 @@ Inputs: the truth (:class:`~neardup.demo.static.SiteTruth`), the fetch log as th
 it and each page's standing decision. What a user of a real crawl counts, against a crawl
 that follows every link: the duplicates fetched (pages with a partner fetched before them)
 and the unique pages never fetched (no copy of their content fetched), with how close each of
-those came to a page fetched; suppressions whose match is not a partner; a line per host;
-and the crawl's URL rules against the truth (:func:`score_rules`).
+those came to a page fetched and how much of its text a fetched page holds; the site's text
+that no fetched page holds; suppressions whose match is not a partner; a line per host; and
+the crawl's URL rules against the truth (:func:`score_rules`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from crawler.coverage import measure
 from crawler.rules.rewrite import parse_rule
 from dedup_worker.contract.messages import Decision
 from neardup.demo.static import SiteTruth
 from neardup.demo.static_waste import DuplicatesByRule, duplicates_by_rule_lines
-from neardup.evaluation.quality import jaccard, shingle_sets
+from neardup.evaluation.quality import intersections, jaccard, shingle_sets
 from neardup.rules_table import RuleRow
 
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
@@ -51,13 +53,32 @@ class SiteScore:
     coverage: float
     wrong: tuple[str, ...]
     hosts: tuple[HostScore, ...]
+    #: Each lost page's highest containment in a page the crawl fetched: the share of its
+    #: word 4-shingles that one fetched page holds (a page of an older release whose text the
+    #: newer one holds whole, but for version numbers and dates, is lost at J < 0.9).
+    lost_contained: tuple[float, ...] = ()
+    #: Distinct word 4-shingles of the site's pages in no page the crawl fetched, of all its
+    #: pages, and of those missed, how many are on the unique pages never fetched (the rest
+    #: are the words by which skipped duplicates differ from their partners).
+    text_missed: int = 0
+    text_total: int = 0
+    text_missed_on_lost: int = 0
+
+    @property
+    def text_missed_share(self) -> float:
+        return self.text_missed / max(self.text_total, 1)
 
     @property
     def saved(self) -> int:
         return self.full_fetches - self.fetched
 
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "saved": self.saved, "unique_missed": len(self.lost)}
+        return {
+            **asdict(self),
+            "saved": self.saved,
+            "unique_missed": len(self.lost),
+            "text_missed_share": self.text_missed_share,
+        }
 
 
 def score_site(
@@ -81,6 +102,8 @@ def score_site(
         coverage=measures.coverage,
         wrong=tuple(wrong),
         hosts=_host_scores(truth, fetch_log, set(measures.lost)),
+        lost_contained=contained_in_fetched(truth, measures.lost, fetch_log),
+        **asdict(text_never_fetched(truth, fetch_log, measures.lost)),
     )
 
 
@@ -98,6 +121,53 @@ def nearest_fetched(
         round(float(jaccard(sets, np.full_like(others, len(fetched) + i), others).max()), 3)
         for i in range(len(pages))
     )
+
+
+def contained_in_fetched(
+    truth: SiteTruth, pages: Sequence[str], fetch_log: Sequence[str]
+) -> tuple[float, ...]:
+    """Each page's highest containment in a fetched page: the share of its distinct word
+    4-shingles that one page the crawl fetched also has (exact). Near 1.0, the crawl has the
+    page's text but for a few words (versions, dates), however low their resemblance."""
+    fetched = [url for url in dict.fromkeys(fetch_log) if url in truth.rendered]
+    if not pages or not fetched:
+        return tuple(0.0 for _ in pages)
+    sets = shingle_sets([truth.rendered[url].text for url in [*fetched, *pages]])
+    others = np.arange(len(fetched), dtype=np.int64)
+    shares = []
+    for i in range(len(pages)):
+        page = len(fetched) + i
+        same = intersections(sets, np.full_like(others, page), others)
+        shares.append(round(float(same.max()) / max(int(sets.sizes[page]), 1), 3))
+    return tuple(shares)
+
+
+@dataclass(frozen=True)
+class TextMissed:
+    text_missed: int
+    text_total: int
+    text_missed_on_lost: int
+
+
+def text_never_fetched(
+    truth: SiteTruth, fetch_log: Sequence[str], lost: Sequence[str] = ()
+) -> TextMissed:
+    """Distinct word 4-shingles of the site's pages that no fetched page has, of all its
+    pages, and of the missed ones those on the ``lost`` pages: what a crawl lost, counted in
+    text rather than in pages."""
+    urls = [url for url in truth.pages if url in truth.rendered]
+    if not urls:
+        return TextMissed(0, 0, 0)
+    fetched = {url for url in fetch_log if url in truth.rendered}
+    sets = shingle_sets([truth.rendered[url].text for url in urls])
+
+    def of(pages: set[str]) -> npt.NDArray[np.uint64]:
+        mask = np.repeat(np.array([url in pages for url in urls], dtype=bool), sets.sizes)
+        return np.unique(sets.values[mask])
+
+    missed = np.setdiff1d(np.unique(sets.values), of(fetched), assume_unique=True)
+    on_lost = np.intersect1d(missed, of(set(lost)), assume_unique=True)
+    return TextMissed(int(missed.size), int(np.unique(sets.values).size), int(on_lost.size))
 
 
 def _host_scores(
@@ -136,8 +206,12 @@ def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> l
         *(duplicates_by_rule_lines(by_rule) if by_rule is not None else []),
         f"    unique pages never fetched: {len(s.lost)} (coverage {s.coverage:.3f}"
         + _nearest(s.lost_nearest)
+        + _contained(s.lost_contained)
         + ")"
         + _examples(s.lost),
+        f"    text never fetched:         {s.text_missed_share:.3%} of the site's distinct "
+        f"word 4-shingles ({s.text_missed:,} of {s.text_total:,}) are on no page fetched, "
+        f"{s.text_missed_on_lost:,} of them on the unique pages never fetched",
         f"    suppressed although not a near-duplicate (J < 0.9) of their match: {len(s.wrong)}"
         + _examples(s.wrong),
         "",
@@ -157,6 +231,14 @@ def _nearest(resemblances: Sequence[float]) -> str:
     low, high = min(resemblances), max(resemblances)
     span = f"{low:.2f}" if low == high else f"{low:.2f}-{high:.2f}"
     return f"; each resembles a page fetched at J {span}"
+
+
+def _contained(shares: Sequence[float]) -> str:
+    if not shares:
+        return ""
+    low, high = min(shares), max(shares)
+    span = f"{low:.0%}" if low == high else f"{low:.0%}-{high:.0%}"
+    return f"; a page fetched holds {span} of its text"
 
 
 def _examples(urls: Sequence[str]) -> str:

@@ -62,9 +62,14 @@ def shingle_sets(texts: Sequence[str]) -> ShingleSets:
     return ShingleSets(values, new_offsets)
 
 
+def intersections(sets: ShingleSets, left: I64Array, right: I64Array) -> I64Array:
+    """How many shingles each pair of pages shares."""
+    return np.asarray(qk.intersections(sets.values, sets.offsets, left, right), dtype=np.int64)
+
+
 def jaccard(sets: ShingleSets, left: I64Array, right: I64Array) -> F64Array:
     """Exact resemblance of each pair; two empty pages resemble each other fully."""
-    same = qk.intersections(sets.values, sets.offsets, left, right).astype(np.float64)
+    same = intersections(sets, left, right).astype(np.float64)
     union = sets.sizes[left] + sets.sizes[right] - same
     with np.errstate(invalid="ignore", divide="ignore"):
         result = np.where(union > 0, same / np.maximum(union, 1), 1.0)

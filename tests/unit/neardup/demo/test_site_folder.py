@@ -9,9 +9,18 @@ import pytest
 
 from crawler.rules.rewrite import PathRewrite
 from dedup_worker.contract.messages import Decision, Verdict
+from dedup_worker.core.text import words
 from neardup.cli import main
-from neardup.demo.static import FolderSite, SiteFolderError, StaticSite, site_truth
-from neardup.demo.static_score import rule_score_lines, score_rules, score_site, site_score_lines
+from neardup.demo.static import FolderSite, SiteFolderError, SiteTruth, StaticSite, site_truth
+from neardup.demo.static_score import (
+    contained_in_fetched,
+    rule_score_lines,
+    score_rules,
+    score_site,
+    site_score_lines,
+    text_never_fetched,
+)
+from neardup.demo.truth import Rendered
 from neardup.rules_table import RuleRow
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -140,11 +149,49 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
     # The two copies of release 2's b resemble what was fetched alike, and below 0.9.
     nearest = score.lost_nearest
     assert len(nearest) == 2 and nearest[0] == nearest[1] and 0.0 < nearest[0] < 0.9
+    # Some of their text is on pages fetched (the template), not all: that text is missed.
+    contained = score.lost_contained
+    assert len(contained) == 2 and contained[0] == contained[1] and 0.0 < contained[0] < 1.0
+    missed = set(_shingles(truth.rendered[docs + "/2/b.html"].text))
+    for url in set(log):
+        missed -= set(_shingles(truth.rendered[url].text))
+    everything = {s for url in truth.pages for s in _shingles(truth.rendered[url].text)}
+    assert missed and (score.text_missed, score.text_total) == (len(missed), len(everything))
+    assert score.text_missed_on_lost == len(missed)  # nothing else was left unfetched
     lines = "\n".join(site_score_lines(score))
+    assert "text never fetched:" in lines and f"({len(missed)} of {len(everything)})" in lines
+    assert "a page fetched holds" in lines
     assert "unique pages never fetched: 2 (coverage" in lines
     assert "each resembles a page fetched at J" in lines
     assert "duplicates fetched:         6" in lines
     assert score.as_dict()["unique_missed"] == 2
+
+
+def test_text_never_fetched_tells_a_lost_page_from_a_skipped_copys_few_words() -> None:
+    words_ = [f"w{i}" for i in range(60)]
+    texts = {
+        "http://h/a": " ".join(words_),  # fetched
+        "http://h/b": " ".join([*words_, "tail"]),  # a copy of a, skipped: 1 new shingle
+        "http://h/c": " ".join(words_[:30] + [f"x{i}" for i in range(30)]),  # lost
+    }
+    truth = SiteTruth(
+        base={"h": "http://h"}, seeds=("http://h/a",), pages=tuple(texts),
+        host=dict.fromkeys(texts, "h"),
+        rendered={u: Rendered(("h", u[8:]), u, t, ()) for u, t in texts.items()},
+        partners={}, page_bytes=1,
+    )  # fmt: skip
+    missed = text_never_fetched(truth, ["http://h/a"], ["http://h/c"])
+    # c: 27 shingles of x words and the 3 across the seam; b: its one shingle with "tail".
+    assert (missed.text_missed, missed.text_missed_on_lost) == (31, 30)
+    assert missed.text_total == 57 + 31
+    # c's first 27 shingles are a's: 27 of its 57.
+    assert contained_in_fetched(truth, ["http://h/c"], ["http://h/a"]) == (round(27 / 57, 3),)
+
+
+def _shingles(text: str) -> list[tuple[str, ...]]:
+    """Word 4-shingles as the reference takes them (its own tokens: ``words``)."""
+    tokens = words(text)
+    return [tuple(tokens[i : i + 4]) for i in range(max(len(tokens) - 3, 1))]
 
 
 def test_the_folder_is_served_on_its_own_loopback_addresses(folder: Path) -> None:
