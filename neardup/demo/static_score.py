@@ -63,6 +63,9 @@ class SiteScore:
     text_missed: int = 0
     text_total: int = 0
     text_missed_on_lost: int = 0
+    #: Each wrongly suppressed page's containment in its match (where both are pages of the
+    #: site): how much of its text the page it was taken for holds.
+    wrong_contained: tuple[float, ...] = ()
 
     @property
     def text_missed_share(self) -> float:
@@ -104,6 +107,7 @@ def score_site(
         hosts=_host_scores(truth, fetch_log, set(measures.lost)),
         lost_contained=contained_in_fetched(truth, measures.lost, fetch_log),
         **asdict(text_never_fetched(truth, fetch_log, measures.lost)),
+        wrong_contained=contained_in_match(truth, wrong, decisions),
     )
 
 
@@ -147,6 +151,27 @@ class TextMissed:
     text_missed: int
     text_total: int
     text_missed_on_lost: int
+
+
+def contained_in_match(
+    truth: SiteTruth, pages: Sequence[str], decisions: Mapping[str, Decision]
+) -> tuple[float, ...]:
+    """Each suppressed page's containment in the page its decision names as its original
+    (pages whose match is not a page of the site are left out)."""
+    pairs: list[tuple[str, str]] = []
+    for url in pages:
+        match = decisions[url].duplicate_of
+        if match is not None and match in truth.rendered and url in truth.rendered:
+            pairs.append((url, match))
+    if not pairs:
+        return ()
+    sets = shingle_sets([truth.rendered[u].text for pair in pairs for u in pair])
+    left = np.arange(0, 2 * len(pairs), 2, dtype=np.int64)
+    same = intersections(sets, left, left + 1)
+    return tuple(
+        round(int(n) / max(int(size), 1), 3)
+        for n, size in zip(same.tolist(), sets.sizes[left].tolist(), strict=True)
+    )
 
 
 def text_never_fetched(
@@ -213,6 +238,11 @@ def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> l
         f"word 4-shingles ({s.text_missed:,} of {s.text_total:,}) are on no page fetched, "
         f"{s.text_missed_on_lost:,} of them on the unique pages never fetched",
         f"    suppressed although not a near-duplicate (J < 0.9) of their match: {len(s.wrong)}"
+        + (
+            f" (the match holds {_span(s.wrong_contained)} of their text)"
+            if s.wrong_contained
+            else ""
+        )
         + _examples(s.wrong),
         "",
         f"  {'host':<40}{'pages':>7}{'fetched':>9}{'dup. fetched':>14}{'unique missed':>15}",
@@ -234,11 +264,12 @@ def _nearest(resemblances: Sequence[float]) -> str:
 
 
 def _contained(shares: Sequence[float]) -> str:
-    if not shares:
-        return ""
+    return f"; a page fetched holds {_span(shares)} of its text" if shares else ""
+
+
+def _span(shares: Sequence[float]) -> str:
     low, high = min(shares), max(shares)
-    span = f"{low:.0%}" if low == high else f"{low:.0%}-{high:.0%}"
-    return f"; a page fetched holds {span} of its text"
+    return f"{low:.0%}" if low == high else f"{low:.0%}-{high:.0%}"
 
 
 def _examples(urls: Sequence[str]) -> str:

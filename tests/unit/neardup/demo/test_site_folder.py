@@ -139,6 +139,10 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
     # Release 2's b is on no page fetched: its two copies are lost.
     assert score.lost == (docs + "/2/b.html", mirror + "/2/b.html")
     assert score.wrong == (docs + "/2/c.html",)
+    # How much of 2/c's text the page it was taken for (1/b) holds, counted by hand.
+    c_text = set(_shingles(truth.rendered[docs + "/2/c.html"].text))
+    b_text = set(_shingles(truth.rendered[docs + "/1/b.html"].text))
+    assert score.wrong_contained == (round(len(c_text & b_text) / len(c_text), 3),)
     # /1/index.html (/1/ again), /2/ (its contents read as /1/'s), /2/index.html, 2/a and
     # 2/c (release 1's), 2/a fetched twice
     assert score.duplicates_fetched == 6
@@ -161,6 +165,7 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
     lines = "\n".join(site_score_lines(score))
     assert "text never fetched:" in lines and f"({len(missed)} of {len(everything)})" in lines
     assert "a page fetched holds" in lines
+    assert "of their match: 1 (the match holds" in lines
     assert "unique pages never fetched: 2 (coverage" in lines
     assert "each resembles a page fetched at J" in lines
     assert "duplicates fetched:         6" in lines
