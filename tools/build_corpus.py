@@ -4,6 +4,7 @@
     python tools/build_corpus.py OUT_DIR [--cache CACHE] [--scale 1.0]
         [--fixture tests/fixtures/quality] [--fixture-real tests/fixtures/quality_real]
     python tools/build_corpus.py --sites SITES_DIR [--sources npm,click]   # crawlable sites
+    python tools/build_corpus.py --sites HOLDOUT_DIR --holdout   # sites never tuned on
 
 Families (ids name source, release or renderer, and path):
 
@@ -36,6 +37,8 @@ subset of the original sources, ``--fixture-real DIR`` one of the new families (
 ``--sites DIR`` writes the documentation sites themselves instead, as folders of HTML with
 their links, one per host (``corpus_sources.site_dirs``), for ``neardup demo --site DIR``: a
 whole crawl scored by the duplicates it fetched and the unique pages it never fetched.
+``--holdout`` writes the held-out sites (``corpus_sources.holdout``): other projects, partly
+other generators, never used to set the detector's thresholds.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus_sources import download, report, short, site_dirs, sites
+from corpus_sources import download, holdout, report, short, site_dirs, sites
 from corpus_sources.common import Doc, MissingTool, sampled, stable_fraction
 from corpus_sources.original import (
     docstrings,
@@ -73,6 +76,8 @@ __all__ = ["docstrings", "main", "sampled", "stable_fraction", "troff_text"]
 
 DEFAULT_CACHE = Path.home() / ".cache" / "neardup-corpus"
 FAMILIES = ("original", "site", "short")
+#: Built only when asked for (``--families holdout``): pages never used to tune the detector.
+HELD_OUT_FAMILIES = ("holdout",)
 FIXTURE_PAGE_BYTES = 8000
 FIXTURE_REAL_PAGE_BYTES = 12000
 
@@ -96,6 +101,8 @@ def sources(
         yield sites.site_docs(cache, site_scale)
     if "short" in chosen:
         yield short.short_docs(short_sources(site_scale))
+    if "holdout" in chosen:
+        yield holdout.holdout_docs(cache, site_scale)
 
 
 def collect(
@@ -238,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CACHE",
         help="fill CACHE (default: --cache) with the release archives and exit",
     )
-    parser.add_argument("--families", default=",".join(FAMILIES), help="of " + ",".join(FAMILIES))
+    parser.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help="of " + ",".join(FAMILIES + HELD_OUT_FAMILIES),
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="sampling rate multiplier")
     parser.add_argument("--site-scale", type=float, default=1.0, help="the same, new families")
     parser.add_argument("--fixture", type=Path, help="also write a small subset here")
@@ -251,17 +262,26 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="with --sites: only these sources (" + ",".join(sites.SITE_GENERATORS) + ")",
     )
+    parser.add_argument(
+        "--holdout",
+        action="store_true",
+        help="with --sites: the held-out sites ("
+        + ",".join(holdout.HOLDOUT_SITE_GENERATORS)
+        + "), never used to tune the detector",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     families = [f for f in args.families.split(",") if f]
-    if unknown := set(families) - set(FAMILIES):
-        parser.error(f"--families: unknown {sorted(unknown)}; choose from {FAMILIES}")
+    if unknown := set(families) - set(FAMILIES + HELD_OUT_FAMILIES):
+        parser.error(
+            f"--families: unknown {sorted(unknown)}; choose from {FAMILIES + HELD_OUT_FAMILIES}"
+        )
     try:
         if args.download:
             download.download(args.cache if args.download is True else Path(args.download))
             return 0
         if args.sites:
-            return _write_sites(args.cache, args.sites, args.site_scale, args.sources)
+            return _write_sites(args.cache, args.sites, args.site_scale, args.sources, args.holdout)
         if args.out is None:
             parser.error("OUT_DIR is required unless --download")
         docs = collect(args.scale, families, args.site_scale, args.cache)
@@ -283,13 +303,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write_sites(cache: Path, out: Path, scale: float, sources: str) -> int:
+def _write_sites(cache: Path, out: Path, scale: float, sources: str, held_out: bool) -> int:
     chosen = [s for s in sources.split(",") if s]
-    if unknown := set(chosen) - set(sites.SITE_GENERATORS):
-        print(f"build_corpus: --sources: unknown {sorted(unknown)}", file=sys.stderr)
+    known = holdout.HOLDOUT_SITE_GENERATORS if held_out else sites.SITE_GENERATORS
+    if unknown := set(chosen) - set(known):
+        print(
+            f"build_corpus: --sources: unknown {sorted(unknown)}; choose from {sorted(known)}",
+            file=sys.stderr,
+        )
         return 2
     try:
-        written = site_dirs.write_site_dirs(cache, out, scale, chosen)
+        written = site_dirs.write_site_dirs(cache, out, scale, chosen, held_out)
     except FileExistsError as exc:
         print(f"build_corpus: {exc}", file=sys.stderr)
         return 2

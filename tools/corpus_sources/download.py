@@ -8,7 +8,8 @@ fetches, with the ordinary registry clients and pinned versions:
   their ``docs/content`` (Markdown) and ``docs/output`` (npm's own HTML);
 * ``CACHE/pypi/<project>-<v>.tar.gz``: the sdists of docutils and click in the releases of
   ``sites.DOCUTILS_RELEASES`` / ``sites.CLICK_RELEASES`` (``pip download --no-binary``), whose
-  ``docs/`` folders are the reStructuredText sources.
+  ``docs/`` folders are the reStructuredText sources, and those of the held-out sites
+  (``holdout.PROJECTS``: Flask, Werkzeug, Jinja, pytest, Black, attrs; ~10 MB).
 
 Building the corpus afterwards reads only the cache and files installed on the machine.
 """
@@ -21,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corpus_sources import sites
+from corpus_sources import holdout, sites
 from corpus_sources.common import MissingTool
 
 logger = logging.getLogger("build_corpus")
@@ -37,14 +38,21 @@ def download(cache: Path) -> None:
             if shutil.which("npm") is None:
                 raise MissingTool("downloading npm's releases needs npm (apt-get install npm)")
             _run(["npm", "pack", f"npm@{release}", "--silent"], npm_dir)
-    for project, releases in (
-        ("docutils", sites.DOCUTILS_RELEASES),
-        ("click", sites.CLICK_RELEASES),
-    ):
-        for release in releases:
-            if not (pypi_dir / f"{project}-{release}.tar.gz").is_file():
-                pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps"]
-                _run([*pip, "--no-binary", ":all:", "-d", ".", f"{project}=={release}"], pypi_dir)
+    sdists = [
+        *(
+            (p, r)
+            for p, releases in (
+                ("docutils", sites.DOCUTILS_RELEASES),
+                ("click", sites.CLICK_RELEASES),
+            )
+            for r in releases
+        ),
+        *holdout.archives(),
+    ]
+    for project, release in sdists:
+        if not (pypi_dir / f"{project}-{release}.tar.gz").is_file():
+            pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps"]
+            _run([*pip, "--no-binary", ":all:", "-d", ".", f"{project}=={release}"], pypi_dir)
     logger.info("cache ready: %s", cache)
 
 

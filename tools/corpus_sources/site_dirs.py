@@ -26,6 +26,7 @@ from dataclasses import replace
 from html import escape
 from pathlib import Path
 
+from corpus_sources import holdout as held_out
 from corpus_sources.sites import GENERATORS, SITE_GENERATORS, _title, trees
 
 logger = logging.getLogger("build_corpus")
@@ -38,23 +39,28 @@ def host_name(generator: str, source: str) -> str:
 
 
 def write_site_dirs(
-    cache: Path, out: Path, scale: float, sources: Sequence[str] = ()
+    cache: Path, out: Path, scale: float, sources: Sequence[str] = (), holdout: bool = False
 ) -> dict[str, int]:
-    """Write every site (or those of ``sources``) under ``out``; pages written per host."""
+    """Write every site (or those of ``sources``) under ``out``; pages written per host.
+    ``holdout``: the held-out sites (:mod:`corpus_sources.holdout`) instead of the
+    development sites."""
+    source_trees = held_out.holdout_trees if holdout else trees
+    generators = held_out.HOLDOUT_GENERATORS if holdout else GENERATORS
+    site_generators = held_out.HOLDOUT_SITE_GENERATORS if holdout else SITE_GENERATORS
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty: the sites are written into a new folder")
     out.mkdir(parents=True, exist_ok=True)
     releases: dict[str, list[tuple[str, dict[str, str]]]] = {}  # host -> [(release, titles)]
     with tempfile.TemporaryDirectory(prefix="corpus-trees-") as tmp:
-        for tree in trees(cache, Path(tmp), scale):
+        for tree in source_trees(cache, Path(tmp), scale):
             if sources and tree.source not in sources:
                 continue
             served = replace(tree, prefix=f"/{tree.release}")
-            for generator in SITE_GENERATORS[tree.source]:
+            for generator in site_generators[tree.source]:
                 if generator == "official" and tree.official is None:
                     continue
                 host = host_name(generator, tree.source)
-                pages = GENERATORS[generator](served)
+                pages = generators[generator](served)
                 folder = out / host / tree.release
                 for path, body in pages.items():
                     target = folder / (path.rsplit(".", 1)[0] + ".html")

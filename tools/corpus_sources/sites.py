@@ -71,6 +71,12 @@ class Tree:
     #: Where the release is served (``--sites``: "/10.9.0"); the hand-made templates' links
     #: start with it. Links are not visible text: the corpus is the same whatever it is.
     prefix: str = ""
+    #: The release date the templates show; ``DATES[release]`` when not given.
+    updated: str | None = None
+
+    @property
+    def date(self) -> str:
+        return self.updated or DATES.get(self.release, DEFAULT_DATE)
 
 
 Generator = Callable[[Tree], dict[str, bytes]]
@@ -135,7 +141,7 @@ def _wrapped(renderer: Bodies, template: str) -> Generator:
                     headings=_headings(raw),
                     previous=_pager(tree, titles, section, at - 1),
                     next=_pager(tree, titles, section, at + 1),
-                    updated=DATES.get(tree.release, DEFAULT_DATE),
+                    updated=tree.date,
                     repo=tree.repo,
                 )
                 pages[path] = wrap(page).encode()
@@ -214,7 +220,7 @@ def _mkdocs(theme: str) -> Generator:
 
 def _sphinx(theme: str) -> Generator:
     def generate(tree: Tree) -> dict[str, bytes]:
-        updated = DATES.get(tree.release, DEFAULT_DATE)
+        updated = tree.date
         pages = render.sphinx_site(
             tree.root, tree.source, tree.release, theme, tree.suffix, updated
         )
@@ -356,14 +362,21 @@ def _readmes() -> Tree:
     return Tree("readme", "installed", base, ".md", paths, "https://github.com/npm/cli")
 
 
-def site_docs(cache: Path, scale: float) -> Iterator[Doc]:
-    """Every page of every site, through the crawler's extractor."""
+def site_docs(
+    cache: Path,
+    scale: float,
+    source_trees: Callable[[Path, Path, float], Iterator[Tree]] = trees,
+    generators: dict[str, Generator] = GENERATORS,
+    site_generators: dict[str, tuple[str, ...]] = SITE_GENERATORS,
+) -> Iterator[Doc]:
+    """Every page of every site, through the crawler's extractor (the development sites
+    unless other trees and generators are given: :func:`corpus_sources.holdout.holdout_docs`)."""
     with tempfile.TemporaryDirectory(prefix="corpus-trees-") as tmp:
-        for tree in trees(cache, Path(tmp), scale):
-            for name in SITE_GENERATORS[tree.source]:
+        for tree in source_trees(cache, Path(tmp), scale):
+            for name in site_generators[tree.source]:
                 if name == "official" and tree.official is None:
                     continue
-                pages = GENERATORS[name](tree)
+                pages = generators[name](tree)
                 host = f"https://{name.replace('+', '.')}.{tree.source}.example"
                 kept = 0
                 for path, body in sorted(pages.items()):

@@ -96,3 +96,29 @@ def test_pair_relations_from_ids() -> None:
     assert relation(word, doc("short:man/man1/cp.1#orig", "short:man")) == "short-other"
     assert relation(doc("man:x", "man"), doc("man:y", "man")) == "man"
     assert relation(doc("man:x", "man"), a) == "cross"
+
+
+def test_held_out_sites_are_other_projects_and_partly_other_generators() -> None:
+    _tool()
+    from corpus_sources import holdout, sites
+
+    projects = {project for project, *_ in holdout.PROJECTS}
+    assert projects == set(holdout.HOLDOUT_SITE_GENERATORS)
+    assert not projects & set(sites.SITE_GENERATORS), "a held-out project is a development one"
+    used = {g for names in holdout.HOLDOUT_SITE_GENERATORS.values() for g in names}
+    assert used <= set(holdout.HOLDOUT_GENERATORS)
+    assert len(used - set(sites.GENERATORS)) >= 5, "generators the development sites never use"
+    assert {f"{p}@{r}" for p, r in holdout.archives()} == set(holdout.HOLDOUT_DATES)
+    assert all(len(releases) >= 2 for _, releases, *_ in holdout.PROJECTS)
+
+
+def test_a_tree_shows_its_own_release_date_before_the_shared_table() -> None:
+    _tool()
+    from pathlib import Path
+
+    from corpus_sources.sites import DATES, DEFAULT_DATE, Tree
+
+    tree = Tree("x", "8.1.7", Path("."), ".rst", (), "")
+    assert tree.date == DATES["8.1.7"]
+    assert Tree("x", "9.9.9", Path("."), ".rst", (), "").date == DEFAULT_DATE
+    assert Tree("x", "8.1.7", Path("."), ".rst", (), "", updated="2024-12-01").date == "2024-12-01"
