@@ -318,6 +318,8 @@ class CrawlRules:
             self.stats.inc_value("dedup/rules/explored")
             if self.rules.differing.known(url, prediction.counterpart):
                 self.stats.inc_value("dedup/rules/known_to_differ")
+            elif self.rules.short_in_doubt(prediction):
+                self.stats.inc_value("dedup/rules/short_in_doubt")
             return None
         if url not in self._skipped:
             self._skipped.add(url)

@@ -78,7 +78,9 @@ def install_rules(
     else:
         store = MemoryRuleStore(DEFAULT_POLICY)
         sketches = MemorySketchStore() if config.rule_sketch_ttl else None
-    shared = SharedRules(store)
+    comparer = PageComparer(sketches) if sketches is not None else None
+    shingles_of = comparer.shingle_count if comparer is not None else None
+    shared = SharedRules(store, shingles_of=shingles_of)
     shared.refresh()
     drop_params = config.extract_options.drop_params
 
@@ -97,7 +99,6 @@ def install_rules(
         found = iter(seen.contains_many(rest) if rest else [])
         return [True if now else next(found) for now in wanted]
 
-    comparer = PageComparer(sketches) if sketches is not None else None
     rules = CrawlRules(shared, stats, canonical, publish, comparer, crawl_id)
     links = session.links
     judge = SubtreeJudge(rules, links, claimed, stats, max_wait=config.decision_timeout)

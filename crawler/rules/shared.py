@@ -22,6 +22,7 @@ from crawler.rules.differing import DifferingPairs, telling
 from crawler.rules.learning import KeeperOf, Observation, Resembles, decision_checks
 from crawler.rules.policy import State
 from crawler.rules.rewrite import parse_rule
+from crawler.rules.short_pages import ShingleCount, ShortPageChecks
 from crawler.rules.store import RuleStatus, RuleStore
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class SharedRules:
         store: RuleStore,
         refresh_every: float = REFRESH_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        shingles_of: ShingleCount | None = None,
     ) -> None:
         self.store = store
         self.book = RuleBook(store.policy)
@@ -45,6 +47,8 @@ class SharedRules:
         self.active: dict[str, RuleStatus] = {}
         #: Path pairs a rule that holds elsewhere got wrong (never skipped, see ``explore``).
         self.differing = DifferingPairs()
+        #: Each rule's checks on short pages, when page lengths are known (``short_in_doubt``).
+        self.short_pages = ShortPageChecks(shingles_of, store.policy) if shingles_of else None
         self._cursor = 0
         self._refresh_every = refresh_every
         self._clock = clock
@@ -56,12 +60,24 @@ class SharedRules:
     def explore(self, prediction: Prediction) -> bool:
         """Fetch this predicted duplicate anyway, as a check? Always while one of its rules is
         in doubt (``in_doubt``) or when its two paths differed under a rule that holds
-        elsewhere (``differing``), else at the book's exploration rate."""
+        elsewhere (``differing``), or when its counterpart is a short page its rules' short
+        checks do not vouch for yet (``short_in_doubt``), else at the book's exploration
+        rate."""
         if any(self.in_doubt(rule.key) for rule in prediction.rules):
             return True
         if self.differing.known(prediction.url, prediction.counterpart):
             return True
+        if self.short_in_doubt(prediction):
+            return True
         return self.book.explore(prediction)
+
+    def short_in_doubt(self, prediction: Prediction) -> bool:
+        """A short counterpart, and a rule of the prediction whose checks on short pages do not
+        clear the activation bar by themselves (:mod:`crawler.rules.short_pages`)."""
+        if self.short_pages is None:
+            return False
+        return self.short_pages.fetch([rule.key for rule in prediction.rules],
+                                      prediction.counterpart)  # fmt: skip
 
     def in_doubt(self, key: str) -> bool:
         """An active rule whose checks since it activated brought its precision's lower bound
@@ -138,6 +154,8 @@ class SharedRules:
             return []
         statuses = self.store.record(observations)
         for observation, status in zip(observations, statuses, strict=True):
+            if self.short_pages is not None:
+                self.short_pages.note(observation)
             if not observation.success and telling(
                 status.evidence.successes, status.checks, self.store.policy
             ):

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from dedup_worker.core.sketch import DEFAULT_SKETCH, Sketcher, verify
+from dedup_worker.core.sketch import DEFAULT_SKETCH, HEADER, Sketcher, verify
 
 #: The bar a rule check or a group's sample must clear. A check vouches for pages nobody will
 #: fetch, so it must show a duplicate clearly, not by a hair: an estimate two standard errors
@@ -76,12 +76,17 @@ class MemorySketchStore:
 class PageComparer:
     """Sketches this process's pages into a store and compares any two pages from it."""
 
-    def __init__(self, store: SketchStore, local_limit: int = 10_000) -> None:
+    def __init__(
+        self, store: SketchStore, local_limit: int = 10_000, shingles_limit: int = 500_000
+    ) -> None:
         self.store = store
         self._sketcher = Sketcher(PAGE_SKETCH)
         self._pending: dict[str, bytes] = {}
         self._local: OrderedDict[str, bytes] = OrderedDict()  # recent pages: no round trip
         self._local_limit = local_limit
+        #: Pages' shingle counts, kept longer than their sketches (``shingle_count``).
+        self._shingles: dict[str, int] = {}
+        self._shingles_limit = shingles_limit
         self.compared = 0
 
     def sketch(self, text: str) -> bytes:
@@ -108,16 +113,28 @@ class PageComparer:
         self.compared += 1
         return verify(sketches[0], sketches[1], CHECK_SKETCH)[0]
 
+    def shingle_count(self, url: str) -> int | None:
+        """The word 4-shingles of a page this process sketched or compared (the sketch's
+        header keeps the count; saturating at 65,535), without I/O; None if not known here."""
+        return self._shingles.get(url)
+
     def _sketches(self, urls: list[str]) -> list[bytes | None]:
         found: list[bytes | None] = [self._local.get(url) for url in urls]
         missing = [url for url, sketch in zip(urls, found, strict=True) if sketch is None]
         if missing:
             fetched = dict(zip(missing, self.store.get_many(missing), strict=True))
+            for url, sketch in fetched.items():
+                if sketch is not None:  # kept here too: its length says how to judge it
+                    self._keep(url, sketch)
             found = [fetched.get(url) if sketch is None else sketch for url, sketch in
                      zip(urls, found, strict=True)]  # fmt: skip
         return found
 
     def _keep(self, url: str, sketch: bytes) -> None:
+        if len(self._shingles) >= self._shingles_limit:
+            self._shingles.clear()  # forgotten lengths count as long: the rule's word stands
+        if len(sketch) >= HEADER:
+            self._shingles[url] = sketch[2] | sketch[3] << 8
         self._local[url] = sketch
         self._local.move_to_end(url)
         while len(self._local) > self._local_limit:

@@ -35,3 +35,18 @@ def test_a_pair_just_below_the_threshold_that_verification_accepts_is_no_clean_c
     assert accepted and DEFAULT_SKETCH.threshold <= estimate < CHECK_SKETCH.threshold
     assert comparer.resembles("http://a.test/x", "http://a.test/near") is False
     assert comparer.resembles("http://a.test/x", "http://a.test/close") is True
+
+
+def test_a_pages_length_is_known_from_its_sketch_without_a_round_trip() -> None:
+    """The shingle count in a sketch's header tells a short page (``crawler.rules.short_pages``);
+    a sketch another process stored is known here once a comparison fetched it."""
+    store = MemorySketchStore()
+    other = PageComparer(store)
+    other.remember("http://a.test/long", " ".join(WORDS))  # 600 words: 597 shingles
+    other.flush()
+    comparer = PageComparer(store)
+    comparer.remember("http://a.test/short", " ".join(WORDS[:120]))
+    assert comparer.shingle_count("http://a.test/short") == 117
+    assert comparer.shingle_count("http://a.test/long") is None  # not fetched here yet
+    assert comparer.resembles("http://a.test/short", "http://a.test/long") is False
+    assert comparer.shingle_count("http://a.test/long") == 597
