@@ -13,6 +13,8 @@ The pure core (no Scrapy, Kafka or Redis imports):
   keeper's (new content is followed, predicted duplicates are sampled first);
 - :mod:`~crawler.rules.differing`: page pairs a rule that holds elsewhere got wrong (a
   release's release notes), never skipped on any host of the crawl;
+- :mod:`~crawler.rules.short_pages`: a rule's checks on short pages, counted apart: its short
+  pages are skipped only once those alone would activate it;
 - :mod:`~crawler.rules.store`: the store interface and its in-memory implementation;
 - :mod:`~crawler.rules.shared`: a store and a local book kept in step (refresh, learn).
 
