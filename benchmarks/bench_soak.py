@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 from bench_worker import CpuMeter, key_of, stamp
+from host_speed import fixed_work_seconds
 from page_streams import STREAMS, Pages
 
 from dedup_worker.adapters.kafka import (
@@ -63,12 +64,6 @@ MIB = 1024 * 1024
 #: A fixed piece of pure-Python work, timed in its own process once per window: its CPU time
 #: shows whether the machine itself got slower (a virtual machine on a busy host) when every
 #: process of the stack uses more CPU for the same load. ~0.37 s on this machine when idle.
-_PROBE = (
-    "import time\nt = time.process_time()\ns = 0\nfor i in range(3_000_000):\n    s += i * i % 7\n"
-    "print(time.process_time() - t)"
-)
-
-
 #: The worker's DEBUG line for each batch (``worker.reporting``).
 _BATCH = re.compile(
     r"^(\S+ \S+) DEBUG dedup_worker\.worker\.reporting: batch of (\d+) records.* in ([\d.]+) ms "
@@ -276,7 +271,8 @@ class Soak:
             f"broker RSS {_rss(self.stack.kafka.pid)} MiB, redis RSS "
             f"{_rss(self.stack.redis.pid)} MiB; {self._generations()}; "
             f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU % of a core: "
-            f"{self.meter.report() if self.meter else '-'}; fixed work {_probe_cpu()}"
+            f"{self.meter.report() if self.meter else '-'}; "
+            f"fixed work {fixed_work_seconds():.3f} s CPU"
             + self.batches.window(self.started + index * self.window_s, self.window_s),
             flush=True,
         )
@@ -314,19 +310,6 @@ class Soak:
             f"(target <= 1.5x); broker RSS at the end {_rss(self.stack.kafka.pid)} MiB"
         )
         return 0 if missing == 0 else 1
-
-
-def _probe_cpu() -> str:
-    """CPU seconds the fixed ``_PROBE`` work took in a fresh interpreter. It runs at the
-    lowest priority: at full priority its ~0.4 s of a core, every window, took that core from
-    the stack under test and showed as a burst of late pages at each print."""
-    found = subprocess.run(
-        ["nice", "-n", "19", sys.executable, "-c", _PROBE],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return f"{float(found.stdout):.3f} s CPU"
 
 
 def _rss(pid: int | None) -> str:

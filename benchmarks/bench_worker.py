@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
+from host_speed import host_speed_line
 from synthetic_text import documents
 
 from dedup_worker.adapters.kafka import PARTITIONER
@@ -445,6 +446,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} cpus")
+    print(host_speed_line())
     with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "kafka") as broker:
         redis = RedisServer(Path(tmp) / "redis").start() if args.backend == "redis" else None
         redis_url = redis.url if redis else "memory"
