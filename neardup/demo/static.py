@@ -24,7 +24,7 @@ import urllib.robotparser
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Self
 from urllib.parse import unquote, urlsplit
@@ -55,7 +55,11 @@ class Found:
 
     @property
     def html(self) -> bool:
-        return self.path is not None and self.path.suffix.lower() in HTML_SUFFIXES
+        if self.path is None:
+            return False
+        # wget names a page with a query ``list.html?page=2``: the suffix is before the query.
+        name = self.path.name.partition("?")[0]
+        return PurePosixPath(name).suffix.lower() in HTML_SUFFIXES
 
 
 class StaticSite:
