@@ -5,6 +5,7 @@
         [--fixture tests/fixtures/quality] [--fixture-real tests/fixtures/quality_real]
     python tools/build_corpus.py --sites SITES_DIR [--sources npm,click]   # crawlable sites
     python tools/build_corpus.py --sites HOLDOUT_DIR --holdout   # sites never tuned on
+    python tools/build_corpus.py --sites SHOP_DIR --shop   # short texts in a heavy template
 
 Families (ids name source, release or renderer, and path):
 
@@ -38,7 +39,8 @@ subset of the original sources, ``--fixture-real DIR`` one of the new families (
 their links, one per host (``corpus_sources.site_dirs``), for ``neardup demo --site DIR``: a
 whole crawl scored by the duplicates it fetched and the unique pages it never fetched.
 ``--holdout`` writes the held-out sites (``corpus_sources.holdout``): other projects, partly
-other generators, never used to set the detector's thresholds.
+other generators, never used to set the detector's thresholds. ``--shop`` writes two shops
+(``corpus_sources.shop``): short product texts inside a heavy shared template.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus_sources import download, holdout, report, short, site_dirs, sites
+from corpus_sources import download, holdout, report, shop, short, site_dirs, sites
 from corpus_sources.common import Doc, MissingTool, sampled, stable_fraction
 from corpus_sources.original import (
     docstrings,
@@ -269,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         + ",".join(holdout.HOLDOUT_SITE_GENERATORS)
         + "), never used to tune the detector",
     )
+    parser.add_argument(
+        "--shop",
+        action="store_true",
+        help="with --sites: two shops of short product texts in a heavy shared template "
+        "(--site-scale sizes them: 480 products a host at 1)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     families = [f for f in args.families.split(",") if f]
@@ -280,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.download:
             download.download(args.cache if args.download is True else Path(args.download))
             return 0
+        if args.sites and args.shop:
+            return _write_shops(args.sites, args.site_scale)
         if args.sites:
             return _write_sites(args.cache, args.sites, args.site_scale, args.sources, args.holdout)
         if args.out is None:
@@ -317,6 +327,19 @@ def _write_sites(cache: Path, out: Path, scale: float, sources: str, held_out: b
     except FileExistsError as exc:
         print(f"build_corpus: {exc}", file=sys.stderr)
         return 2
+    for host, pages in written.items():
+        print(f"{host:<40}{pages:>6} pages")
+    print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")
+    print(f"  neardup demo --site {out}")
+    return 0
+
+
+def _write_shops(out: Path, scale: float) -> int:
+    if out.exists() and any(out.iterdir()):
+        print(f"build_corpus: {out} is not empty: the shops are written into a new folder",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    written = shop.write_shops(out, scale)
     for host, pages in written.items():
         print(f"{host:<40}{pages:>6} pages")
     print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from tests.support.paths import REPO
@@ -122,3 +124,47 @@ def test_a_tree_shows_its_own_release_date_before_the_shared_table() -> None:
     assert tree.date == DATES["8.1.7"]
     assert Tree("x", "9.9.9", Path("."), ".rst", (), "").date == DEFAULT_DATE
     assert Tree("x", "8.1.7", Path("."), ".rst", (), "", updated="2024-12-01").date == "2024-12-01"
+
+
+def test_the_shops_wrap_short_distinct_texts_in_a_light_and_a_heavy_template(
+    tmp_path: Path,
+) -> None:
+    _tool()
+    from corpus_sources import shop
+
+    from crawler.extract import extract
+
+    names = ["archive", "buffer", "cache", "daemon", "editor", "filter", "kernel", "socket"]
+    texts = [(f"doc{i}", [f"w{i}x{j}" for j in range(400)] + names) for i in range(40)]
+    written = shop.write_shops(tmp_path / "a", 0.2, texts)
+    shop.write_shops(tmp_path / "b", 0.2, texts)
+    # 96 products, 12 categories (each also sorted by price) and a home page a host
+    assert written == {"shop.light": 96 + 2 * 12 + 1, "shop.heavy": 96 + 2 * 12 + 1}
+    files = sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()
+    )
+    assert all(
+        (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files
+    )
+
+    def words(host: str, page: str) -> list[str]:
+        body = (tmp_path / "a" / host / page).read_bytes()
+        return extract(body, "http://shop.test/").text.split()
+
+    def description(host: str, product: int) -> str:
+        return " ".join(w for w in words(host, f"p/{product}.html") if re.fullmatch(r"w\d+x\d+", w))
+
+    # The template is what a product page shares with the home page.
+    for host, low, high in (("shop.light", 250, 400), ("shop.heavy", 900, 1_200)):
+        home = set(words(host, "index.html"))
+        shared = sum(1 for word in words(host, "p/0.html") if word in home)
+        assert low <= shared <= high, (host, shared)
+        assert 25 <= len(description(host, 0).split()) <= 200
+    # Every product's description is its own; the hosts share none.
+    light = {description("shop.light", i) for i in range(24)}
+    heavy = {description("shop.heavy", i) for i in range(24)}
+    assert len(light) == len(heavy) == 24 and not light & heavy
+    # The planted duplicates: a category sorted by price, products linked with a referrer.
+    by_price = words("shop.heavy", "c/0.html?sort=price")
+    assert sorted(words("shop.heavy", "c/0.html")) == sorted(by_price)
+    assert "?ref=also" in (tmp_path / "a" / "shop.heavy" / "p" / "0.html").read_text()
