@@ -13,6 +13,11 @@ The second fixture (``holdout-attrs-jinja.tar.xz``, from ``python tools/build_co
 --sites DIR --holdout --sources attrs,jinja2``) is of the held-out sites (README, "Held-out
 sites"): attrs 24.2.0 / 24.3.0 (Markdown) on three hosts and Jinja 3.1.4 / 3.1.5 on two, by
 generators the development sites do not use either. Nothing in neardup was tuned on them.
+
+The third (``shop.tar.xz``, from ``python tools/build_corpus.py --sites DIR --shop --site-scale
+0.25``): two shops of 120 products each, 25-200-word descriptions (windows of man pages) in a
+~300-word template on ``shop.light`` and a ~1,050-word one on ``shop.heavy``, with category
+lists sorted by price and product links carrying a referrer parameter.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ NEARDUP = Path(sys.executable).parent / "neardup"
 FIXTURES = Path(__file__).parents[3] / "fixtures" / "sites_real"
 FIXTURE = FIXTURES / "click-docs.tar.xz"
 HELD_OUT = FIXTURES / "holdout-attrs-jinja.tar.xz"
+SHOP = FIXTURES / "shop.tar.xz"
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 
 
@@ -103,17 +109,44 @@ def test_a_crawl_of_held_out_sites_fetches_every_unique_page(tmp_path: Path) -> 
     assert _suppressed_and_every_content_fetched(sites, out, figures) >= 80  # found: 115-123
 
 
+@pytest.mark.timeout(600)
+def test_a_crawl_of_shops_fetches_every_product_however_alike_the_template_makes_them(
+    tmp_path: Path,
+) -> None:
+    """On ``shop.heavy`` a ~1,050-word template outweighs 25-200-word descriptions: 21 of its
+    120 products resemble another page at J >= 0.9, so by the visible-text measure they are
+    near-duplicates. Each is still the only page with its description, linked from its own
+    category page: the crawl must fetch every one."""
+    sites = _unpack(tmp_path / "sites", SHOP)
+    out = tmp_path / "demo"
+    figures = _crawl(sites, out)
+    # A crawl of every link: 540 pages (the referrer copies of products among them), 289 of
+    # them duplicates of a page fetched before. Measured (28 Nov): 412-413 fetched, 161-162
+    # duplicates among them, 16 suppressed below J 0.9 of their match (the match holds 90-94 %
+    # of their text: template pairs sit at the sketch's threshold), no product missed.
+    _assert_figures(figures, full=(540, 289), fetched=440, duplicates_fetched=190, wrong=24)
+    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 120  # measured: 165
+    decided, _ = _decided_files(sites, out, figures)
+    products = sorted(p.resolve() for p in sites.glob("shop.*/p/*.html"))
+    assert len(products) == 240
+    assert not [p for p in products if p not in decided], "products never fetched"
+
+
 def _assert_figures(
-    figures: dict[str, Any], full: tuple[int, int], fetched: int, duplicates_fetched: int
+    figures: dict[str, Any],
+    full: tuple[int, int],
+    fetched: int,
+    duplicates_fetched: int,
+    wrong: int = 2,
 ) -> None:
     """The crawl of every link (pages, duplicates) is ``full``; the two numbers a user counts
     are within their floors: at most ``fetched`` fetches and ``duplicates_fetched``
-    duplicates among them, no unique page missed, at most two wrong suppressions."""
+    duplicates among them, no unique page missed, at most ``wrong`` wrong suppressions."""
     assert (figures["full_fetches"], figures["full_duplicates"]) == full
     assert figures["fetched"] <= fetched, figures
     assert figures["duplicates_fetched"] <= duplicates_fetched, figures
     assert figures["unique_missed"] == 0, figures["lost"]
-    assert len(figures["wrong"]) <= 2, figures["wrong"]
+    assert len(figures["wrong"]) <= wrong, figures["wrong"]
 
 
 def _suppressed_and_every_content_fetched(sites: Path, out: Path, figures: dict[str, Any]) -> int:
@@ -126,6 +159,15 @@ def _suppressed_and_every_content_fetched(sites: Path, out: Path, figures: dict[
     for a, b in zip(pairs.left.tolist(), pairs.right.tolist(), strict=True):
         partners[files[a]].add(files[b])
         partners[files[b]].add(files[a])
+    decided, suppressed = _decided_files(sites, out, figures)
+    missing = [f for f in files if not {p.resolve() for p in partners[f]} & decided]
+    assert not missing, f"{len(missing)} pages whose content was never fetched: {missing[:3]}"
+    return suppressed
+
+
+def _decided_files(sites: Path, out: Path, figures: dict[str, Any]) -> tuple[set[Path], int]:
+    """The files the crawl's decisions fetched (a URL with a query the folder has no file for
+    is its page without it), and how many decisions suppressed a page."""
     site = StaticSite(sites)
     hosts = {base.split("//")[1]: host for host, base in figures["site"].items()}
     decisions = fold_decisions(
@@ -139,6 +181,4 @@ def _suppressed_and_every_content_fetched(sites: Path, out: Path, figures: dict[
         assert found is not None and found.path is not None, key.url
         decided.add(found.path.resolve())
         suppressed += decision.verdict.value in SUPPRESSED
-    missing = [f for f in files if not {p.resolve() for p in partners[f]} & decided]
-    assert not missing, f"{len(missing)} pages whose content was never fetched: {missing[:3]}"
-    return suppressed
+    return decided, suppressed
