@@ -1,8 +1,8 @@
 """How fast this host runs a fixed piece of Python, to read figures from different hosts by.
 
 The soak benchmark's hosts took 0.29-0.36 s of CPU for ``FIXED_WORK`` on 24-25 Nov; 28 Nov's
-took 0.64-0.79 s, and the whole stack's CPU per page decided in ``bench_worker.py`` was
-300-347 us there against 140-158 us in 27 Nov's fast periods, at the same worker code. So a
+took 0.55-0.79 s, and the whole stack's CPU per page decided in ``bench_worker.py`` was
+296-347 us there against 140-158 us in 27 Nov's fast periods, at the same worker code. So a
 throughput figure is read beside its host's fixed work, and two versions are compared by
 interleaved runs on one host, never across hosts.
 """
