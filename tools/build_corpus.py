@@ -339,7 +339,11 @@ def _write_shops(out: Path, scale: float) -> int:
         print(f"build_corpus: {out} is not empty: the shops are written into a new folder",
               file=sys.stderr)  # fmt: skip
         return 2
-    written = shop.write_shops(out, scale)
+    try:
+        written = shop.write_shops(out, scale)
+    except FileNotFoundError as missing:
+        print(f"build_corpus: --shop: {missing}", file=sys.stderr)
+        return 2
     for host, pages in written.items():
         print(f"{host:<40}{pages:>6} pages")
     print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")

@@ -99,7 +99,10 @@ def write_shops(
     ``texts`` ((name, words) of 300+ words; default: this machine's man pages)."""
     texts = list(man_texts()) if texts is None else list(texts)
     if len(texts) < 2 * len(SHAPES):
-        raise FileNotFoundError(f"too few man pages under {MAN} to build the shops")
+        raise FileNotFoundError(
+            f"too few man pages under {MAN} to build the shops (their descriptions are man "
+            "page text): install some, e.g. apt-get install man-db manpages"
+        )
     texts.sort(key=lambda item: stable_fraction("shop:" + item[0]))
     names = Names(texts)
     categories = max(6, round(60 * scale))

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.support.paths import REPO
 
 TOOL = REPO / "tools" / "build_corpus.py"
@@ -168,3 +170,14 @@ def test_the_shops_wrap_short_distinct_texts_in_a_light_and_a_heavy_template(
     by_price = words("shop.heavy", "c/0.html?sort=price")
     assert sorted(words("shop.heavy", "c/0.html")) == sorted(by_price)
     assert "?ref=also" in (tmp_path / "a" / "shop.heavy" / "p" / "0.html").read_text()
+
+
+def test_the_shops_need_man_pages_and_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tool = _tool()
+    from corpus_sources import shop
+
+    monkeypatch.setattr(shop, "MAN", tmp_path / "no-man-pages")
+    assert tool.main(["--sites", str(tmp_path / "shops"), "--shop"]) == 2
+    assert "too few man pages" in capsys.readouterr().err
