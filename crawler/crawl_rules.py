@@ -54,6 +54,9 @@ _REVISITS = frozenset((Verdict.CHANGED, Verdict.UNCHANGED))
 PublishPrediction = Callable[[PredictedDuplicate], None]
 #: Sends held requests out again, by URL (:meth:`crawler.links.LinkScheduler.release_paced`).
 Release = Callable[[list[str]], None]
+#: Sends a URL waiting in the scheduler out now; False if none waits
+#: (:meth:`crawler.links.LinkScheduler.fetch_ahead`).
+FetchAhead = Callable[[str], bool]
 
 
 class Stats(Protocol):
@@ -100,6 +103,7 @@ class CrawlRules:
         self._kept = UrlSet()  # not skipped for a recrawl's reason: counted once
         self.pacer = Pacer(rules.book.policy)
         self.release: Release | None = None
+        self.fetch_ahead: FetchAhead | None = None
         self._released = UrlSet()  # held, then released: not held again on the way out
         self._saved: Counter[str] = Counter()
         self._logged_active: set[str] = set()
@@ -215,24 +219,74 @@ class CrawlRules:
         self._explored.discard(url)
         if reason is not None or released:
             return reason
-        if self._counterpart_in_flight(url):
+        wait = self._wait_for_counterpart(url)
+        if wait is not None:
             self.pacer.hold(url)
-            self.stats.inc_value("dedup/rules/waited_for_counterpart")
+            self.stats.inc_value(f"dedup/rules/{wait}")
             return HOLD
         if self.pacer.admit(url, self._candidates(url)):
             return None
         self.stats.inc_value("dedup/rules/paced")
         return HOLD
 
-    def _counterpart_in_flight(self, url: str) -> bool:
-        """An active rule maps ``url`` onto a page this process is fetching right now: its
-        decision, due in a moment, will most likely let the rule skip ``url``. On a busy
-        machine decisions lag, and a crawl reaching a mirror section and its original
-        together fetched the whole mirror section before."""
+    def _wait_for_counterpart(self, url: str) -> str | None:
+        """Why ``url`` waits for a page its rules map it onto, if it does:
+
+        - ``waited_for_counterpart``: the page an active rule maps it onto is being fetched
+          (see :meth:`_counterpart_in_flight`), or that of a one-way candidate;
+        - ``counterpart_fetched_first``: that page waits in this process's scheduler, and the
+          rule holds one way only (no rule maps the page back onto ``url``: a parameter that
+          changes nothing, not a mirror). It goes out now, ahead of its turn
+          (:mod:`crawler.ahead`). Fetched after ``url``, it would be fetched all the same (no
+          rule skips it) and tell no rule anything (the check runs from the page that carries
+          the parameter); fetched first, it lets an active rule skip ``url`` and makes ``url``
+          a candidate's check. A mirror's page is skipped in its turn by the rewrite back, so
+          fetching it first would save nothing.
+        """
         prediction = self.rules.predict(url)
-        if prediction is None or self.fetched.keeper_of(prediction.counterpart) is not None:
-            return False
-        return self.pacer.in_flight(prediction.counterpart)
+        if prediction is not None:
+            counterpart = prediction.counterpart
+            if self.fetched.keeper_of(counterpart) is not None:
+                return None
+            if self.pacer.in_flight(counterpart):
+                return "waited_for_counterpart"
+            counterparts = [counterpart] if self._one_way(url, counterpart) else []
+        else:
+            counterparts = self._one_way_candidates(url)
+            if any(self.pacer.in_flight(counterpart) for counterpart in counterparts):
+                return "waited_for_counterpart"
+        for counterpart in counterparts:
+            if self.fetch_ahead is not None and self.fetch_ahead(counterpart):
+                self.pacer.sent(counterpart)  # in flight from now: url held till it is decided
+                return "counterpart_fetched_first"
+        return None
+
+    def _one_way(self, url: str, counterpart: str) -> bool:
+        """No rule maps ``counterpart`` back onto ``url``."""
+        return all(back != url for _, back in self.rules.book.applicable(counterpart))
+
+    def _one_way_candidates(self, url: str) -> list[str]:
+        """The unfetched pages one-way candidate rules map ``url`` onto."""
+        book = self.rules.book
+        return [
+            counterpart
+            for rule, counterpart in book.applicable(url)
+            if book.state(rule.key) is State.CANDIDATE
+            and self.fetched.keeper_of(counterpart) is None
+            and self._one_way(url, counterpart)
+        ]
+
+    def _counterpart_in_flight(self, url: str) -> bool:
+        """An active rule maps ``url`` onto a page this process is fetching right now (or a
+        one-way candidate does: see :meth:`_wait_for_counterpart`): its decision, due in a
+        moment, will most likely let the rule skip ``url`` (or make it the candidate's check).
+        On a busy machine decisions lag, and a crawl reaching a mirror section and its
+        original together fetched the whole mirror section before."""
+        prediction = self.rules.predict(url)
+        if prediction is not None:
+            counterpart = prediction.counterpart
+            return self.fetched.keeper_of(counterpart) is None and self.pacer.in_flight(counterpart)
+        return any(self.pacer.in_flight(c) for c in self._one_way_candidates(url))
 
     def _candidates(self, url: str) -> list[Rule]:
         """The candidate rules a fetch of ``url`` would check (its counterpart is fetched)."""

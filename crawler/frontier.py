@@ -227,6 +227,10 @@ class Ledger:
         self.dropped(url)  # being fetched now: a correction can no longer save it
         return True
 
+    def waiting(self, url: str) -> bool:
+        """Whether ``url`` waits in the scheduler for a page that still wants it."""
+        return url in self._sources
+
     def is_tracked(self, url: str) -> bool:
         return url in self._sources or url in self._cancelled
 

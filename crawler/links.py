@@ -24,6 +24,7 @@ from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred, succeed
 
 from crawler import stats as dedup_stats
+from crawler.ahead import AHEAD_META, Queued
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
 from crawler.judging import (
@@ -76,6 +77,7 @@ class LinkScheduler:
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
+        self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
 
     @property
     def stats(self) -> Any:
@@ -278,6 +280,7 @@ class LinkScheduler:
                 request.meta[LINK_META] = True
                 request.priority += want.level
                 self.crawler.engine.crawl(request)
+                self.queued.add(want.held.url, request)
                 self.stats.inc_value("dedup/outlinks_scheduled")
 
     def _admit(self, want: _Want) -> bool:
@@ -332,9 +335,12 @@ class LinkScheduler:
         """A released request goes out: raise IgnoreRequest if a correction cancelled it,
         unless a page of another process wanted it meanwhile (that process filtered it)."""
         seen = self._seen()
+        url = canonicalize_url(request.url, self._drop_params)
+        if not self.queued.leaving(url, request):
+            self.stats.inc_value("dedup/requests_fetched_ahead_already")
+            raise IgnoreRequest(f"fetched ahead of its turn already: {request}")
         if self.ledger.start_fetch(request.url):
             seen.sent(request.url, request.method, request.body)
-            url = canonicalize_url(request.url, self._drop_params)
             # A gate written before admit_fetch existed only had admit: it admits every fetch.
             admit_fetch = getattr(self.gate, "admit_fetch", None)
             reason = admit_fetch(url) if admit_fetch is not None else None
@@ -351,6 +357,19 @@ class LinkScheduler:
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
 
+    def fetch_ahead(self, url: str) -> bool:
+        """Send canonical ``url``'s request, waiting in this process's scheduler, out now,
+        ahead of its turn (:mod:`crawler.ahead`); False if no such request waits here."""
+        request = self.queued.get(url)
+        if request is None or not self.crawler.crawling or not self.ledger.waiting(request.url):
+            return False
+        self.queued.sent_ahead(url)
+        first = request.priority + self.config.priority_levels + 1  # above every level
+        meta = {**request.meta, AHEAD_META: True}
+        self.crawler.engine.crawl(request.replace(priority=first, meta=meta, dont_filter=True))
+        self.stats.inc_value("dedup/requests_fetched_ahead")
+        return True
+
     def paced(self) -> list[Any]:
         """The requests the gate holds back just before fetching (for a ``JOBDIR`` resume)."""
         return list(self._paced.values())
@@ -366,6 +385,7 @@ class LinkScheduler:
         """Scrapy's scheduler refused a released request."""
         if request.meta.get(LINK_META):
             self.ledger.dropped(request.url)
+            self.queued.discard(canonicalize_url(request.url, self._drop_params))
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

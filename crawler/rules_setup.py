@@ -104,6 +104,7 @@ def install_rules(
     judge = SubtreeJudge(rules, links, claimed, stats, max_wait=config.decision_timeout)
     links.judge, links.gate, links.observer = judge, rules, rules
     rules.release = links.release_paced
+    rules.fetch_ahead = links.fetch_ahead
     where = getattr(store, "prefix", "process memory")
     logger.info(
         "URL rules on (crawl %r, %s): %d known, %d active; direct comparisons %s",

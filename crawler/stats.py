@@ -75,7 +75,8 @@ def rules_summary(stats: Mapping[str, Any]) -> list[str]:
         f" {n('dedup/rules/explored')} fetched anyway as checks"
         f" ({n('dedup/rules/known_to_differ')} known to differ),"
         f" {n('dedup/rules/paced')} held while a candidate's checks were in flight,"
-        f" {n('dedup/rules/waited_for_counterpart')} while their counterpart was",
+        f" {n('dedup/rules/waited_for_counterpart')} while their counterpart was being fetched,"
+        f" {n('dedup/rules/counterpart_fetched_first')} while it was fetched ahead of its turn",
         f"  URL rules          {n('dedup/rules/active')} active,"
         f" {n('dedup/rules/candidates')} candidates, {n('dedup/rules/dropped')} dropped;"
         f" {n('dedup/rules/checks')} checks",

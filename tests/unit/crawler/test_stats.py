@@ -43,6 +43,8 @@ def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
         "dedup/rules/explored": 1,
         "dedup/rules/known_to_differ": 1,
         "dedup/rules/paced": 4,
+        "dedup/rules/waited_for_counterpart": 5,
+        "dedup/rules/counterpart_fetched_first": 9,
         "dedup/rules/active": 2,
         "dedup/rules/dropped": 1,
         "dedup/outlinks_new_content": 3,
@@ -54,6 +56,7 @@ def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
     text = summary(stats, "finished")
     assert "skipped by rule    7 (6 just before fetching)" in text
     assert "1 fetched anyway as checks (1 known to differ), 4 held" in text
+    assert "5 while their counterpart was being fetched, 9 while it was fetched ahead" in text
     assert "2 active" in text and "1 dropped" in text
     assert "3 new content followed (2 known to differ from their counterpart); groups: 2" in text
     assert "1 suppressed" in text

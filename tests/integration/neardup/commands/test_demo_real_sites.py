@@ -121,11 +121,14 @@ def test_a_crawl_of_shops_fetches_every_product_however_alike_the_template_makes
     out = tmp_path / "demo"
     figures = _crawl(sites, out)
     # A crawl of every link: 540 pages (the referrer copies of products among them), 289 of
-    # them duplicates of a page fetched before. Measured (28 Nov): 412-413 fetched, 161-162
-    # duplicates among them, 16 suppressed below J 0.9 of their match (the match holds 90-94 %
-    # of their text: template pairs sit at the sketch's threshold), no product missed.
-    _assert_figures(figures, full=(540, 289), fetched=440, duplicates_fetched=190, wrong=24)
-    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 120  # measured: 165
+    # them duplicates of a page fetched before. Measured (28 Nov): 347-360 fetched, 96-109
+    # duplicates among them, 16-17 suppressed below J 0.9 of their match (the match holds
+    # 90-94 % of their text: template pairs sit at the sketch's threshold), no product missed.
+    # Without a product fetched ahead of its referrer copy (crawler/ahead.py): 412-413 and
+    # 161-162, as the copies went out first and the product came later anyway.
+    _assert_figures(figures, full=(540, 289), fetched=385, duplicates_fetched=130, wrong=24)
+    # Measured 89-105 suppressed (165 before the fetch ahead: more copies fetched to suppress).
+    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 70
     decided, _ = _decided_files(sites, out, figures)
     products = sorted(p.resolve() for p in sites.glob("shop.*/p/*.html"))
     assert len(products) == 240
