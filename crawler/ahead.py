@@ -46,20 +46,26 @@ class Queued:
         """``url``'s request was sent ahead of its turn: its queued original is dropped when it
         leaves the scheduler."""
         self._requests.pop(url, None)
-        if len(self._ahead) >= self.limit:
-            self._ahead.clear()
-        self._ahead.add(url)
+        self._mark(url)
 
     def leaving(self, url: str, request: Any) -> bool:
         """A request of ``url`` leaves the scheduler: False if it is the original of one sent
         ahead (drop it: its URL was fetched already)."""
         self._requests.pop(url, None)
         if request.meta.get(AHEAD_META):
+            # Marked again: after a JOBDIR resume both requests are in the queue and this
+            # process never sent this one; it leaves first (its priority), its original after.
+            self._mark(url)
             return True
         if url in self._ahead:
             self._ahead.discard(url)
             return False
         return True
+
+    def _mark(self, url: str) -> None:
+        if len(self._ahead) >= self.limit:
+            self._ahead.clear()
+        self._ahead.add(url)
 
     def discard(self, url: str) -> None:
         """The scheduler refused ``url``'s request, or it was dropped on the way out."""

@@ -33,6 +33,9 @@ def test_queued_requests_are_found_by_url_and_an_original_sent_ahead_is_dropped_
     assert queued.leaving("http://a.test/1", ahead)  # the one sent ahead goes
     assert not queued.leaving("http://a.test/1", first)  # its original is dropped
     assert queued.leaving("http://a.test/1", first)  # only once: a later request goes
+    resumed = Queued()  # a JOBDIR resume: both requests in the queue, nothing remembered
+    assert resumed.leaving("http://a.test/1", ahead)
+    assert not resumed.leaving("http://a.test/1", first)
     assert queued.leaving("http://a.test/2", second) and queued.get("http://a.test/2") is None
     for n in range(4):  # a cache: full, it starts over
         queued.add(f"http://a.test/{n}", Request(f"http://a.test/{n}"))
