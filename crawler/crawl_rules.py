@@ -20,7 +20,9 @@
   rules which already have the checks they need in flight is held back
   (:class:`crawler.rules.pacing.Pacer`, answer :data:`~crawler.judging.HOLD`) and released
   through ``release`` as their decisions arrive; so is a page an active rule maps onto a page
-  this process is fetching at that moment, until that page's decision arrives.
+  this process is fetching at that moment, until that page's decision arrives; when that page
+  (of an active or candidate rule that holds one way only) is still queued here, it is sent
+  out first (:mod:`crawler.ahead`).
 """
 
 from __future__ import annotations
