@@ -25,6 +25,7 @@ from twisted.internet.defer import Deferred, succeed
 
 from crawler import stats as dedup_stats
 from crawler.ahead import AHEAD_META, Queued
+from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
 from crawler.judging import (
@@ -67,9 +68,7 @@ class LinkScheduler:
         self.observer: DecisionObserver = IgnoreDecisions()
         self._seen = seen
         self.suppressed: set[str] = set()  # in-scope requests not followed (checked at close)
-        self.scheduled = 0  # the max_pages budget spent (seeds of the neardup spider included)
-        self.deferred: list[Any] = []  # requests over the budget, kept for a resume
-        self.keep_deferred = False  # with JOBDIR: over-budget requests wait for a resume
+        self.budget = PageBudget(self._max_pages)
         self.last_progress = time.monotonic()
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
         self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
@@ -303,18 +302,30 @@ class LinkScheduler:
         answers = iter(self._seen().claim([_fingerprint(r) for r in filtered]))
         return [True if r.dont_filter else next(answers) for r in requests]
 
+    def _max_pages(self) -> int | None:
+        return _limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
+
     def take_budget(self) -> bool:
-        max_pages = _limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
-        if max_pages is not None and self.scheduled >= max_pages:
-            self.stats.inc_value("dedup/outlinks_over_budget")
-            return False
-        self.scheduled += 1
-        return True
+        if self.budget.take():
+            return True
+        self.stats.inc_value("dedup/outlinks_over_budget")
+        return False
+
+    def refund(self, request: Any) -> None:
+        """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
+        goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any."""
+        if not request.meta.get(LINK_META):
+            return
+        self.stats.inc_value("dedup/budget_returned")
+        waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
+        if waiting is not None:  # claimed by this crawl when it was deferred: past the filter
+            waiting.meta[LINK_META] = True
+            self.crawler.engine.crawl(waiting.replace(dont_filter=True))
 
     def _over_budget(self, request: Any) -> None:
         self.ledger.dropped(request.url)
-        if self.keep_deferred:
-            self.deferred.append(request)  # a resumed crawl starts with these
+        if self.budget.keep_deferred:
+            self.budget.deferred.append(request)  # a resumed crawl starts with these
         else:  # never fetched: leave it to whoever wants it next
             self._seen().release(request.url, request.method, request.body)
 
@@ -350,9 +361,11 @@ class LinkScheduler:
             if reason is not None:  # stays claimed: skipped for the whole crawl
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
+                self.refund(request)
                 raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):
             self.stats.inc_value("dedup/requests_cancelled")
+            self.refund(request)
             raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
@@ -386,6 +399,7 @@ class LinkScheduler:
         if request.meta.get(LINK_META):
             self.ledger.dropped(request.url)
             self.queued.discard(canonicalize_url(request.url, self._drop_params))
+            self.refund(request)
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

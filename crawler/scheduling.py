@@ -89,8 +89,8 @@ class DecisionScheduler:
         resume = (ResumeState.load(path) if path else None) or ResumeState()
         started = await maybe_deferred_to_future(deferToThread(self.feed.start, resume.offsets))
         self._resume_awaiting(spider, resume)
-        self.links.keep_deferred = path is not None
-        self.links.scheduled = resume.scheduled + len(getattr(spider, "seeds", None) or ())
+        self.links.budget.keep_deferred = path is not None
+        self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
@@ -122,7 +122,7 @@ class DecisionScheduler:
                 request.meta[LINK_META] = True
                 self.crawler.engine.crawl(request.replace(dont_filter=True))
             else:
-                self.links.deferred.append(request)
+                self.links.budget.deferred.append(request)
 
     def _resume_held_back(self, spider: Any, resume: ResumeState) -> None:
         """What the URL rules held back when the previous run stopped: a waiting group's
@@ -262,8 +262,8 @@ class DecisionScheduler:
         held = [
             [self._serialise(h.request, spider, h.url) for h in p.held] for p in awaiting.values()
         ]
-        deferred = [self._serialise(r, spider) for r in self.links.deferred]
-        scheduled = self.links.scheduled - len(getattr(spider, "seeds", None) or ())
+        deferred = [self._serialise(r, spider) for r in self.links.budget.deferred]
+        scheduled = self.links.budget.spent - len(getattr(spider, "seeds", None) or ())
         state = ResumeState(
             self.feed.start_offsets,
             pages,

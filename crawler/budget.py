@@ -1,0 +1,37 @@
+"""The ``max_pages`` budget of one crawler process (pure: no Scrapy, Kafka or Redis here).
+
+A released link takes a place as it is scheduled; the ``neardup`` spider's seeds hold theirs
+from the start. A link that never goes out (skipped by a URL rule just before its fetch,
+cancelled, refused by Scrapy's scheduler) gives its place back, so the budget counts requests
+sent, not requests planned. Links over the budget are dropped, or with ``JOBDIR`` kept for a
+resume (``deferred``); the first of those kept takes a place given back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class PageBudget:
+    """Places taken and given back against a limit read when asked (None: no budget)."""
+
+    def __init__(self, limit: Callable[[], int | None]) -> None:
+        self.limit = limit
+        self.spent = 0  # places taken (seeds of the neardup spider included)
+        self.deferred: list[Any] = []  # requests over the budget, kept for a resume
+        self.keep_deferred = False  # with JOBDIR: requests over the budget wait for a resume
+
+    def take(self) -> bool:
+        limit = self.limit()
+        if limit is not None and self.spent >= limit:
+            return False
+        self.spent += 1
+        return True
+
+    def give_back(self, to_deferred: bool = True) -> Any | None:
+        """A place comes back: the deferred request that takes it (``to_deferred``), if any."""
+        self.spent -= 1
+        if to_deferred and self.deferred and self.take():
+            return self.deferred.pop(0)
+        return None

@@ -1,0 +1,75 @@
+"""The ``max_pages`` budget counts fetches: a request it paid for that never goes out (skipped by
+a rule just before its fetch, cancelled, refused by Scrapy's scheduler) gives its place back."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.exceptions import IgnoreRequest
+
+from crawler.judging import AdmitAll
+from crawler.links import LINK_META
+from tests.unit.crawler.test_plugin_components import Plugin, requests
+
+
+class SkipAtFetch(AdmitAll):
+    """A gate whose rules skip ``skipped`` just before it would be fetched."""
+
+    def __init__(self, skipped: str) -> None:
+        self.skipped = skipped
+
+    def admit_fetch(self, url: str) -> str | None:
+        return "rule" if url == self.skipped else None
+
+
+def crawled(plugin: Plugin) -> list[str]:
+    return [request.url.removeprefix("http://a.test") for request in plugin.engine.crawled]
+
+
+def test_a_request_skipped_before_its_fetch_gives_its_place_to_the_next_link() -> None:
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    links.gate = SkipAtFetch("http://a.test/1")
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    assert crawled(plugin) == ["/1", "/2"]  # /3 over the budget
+    assert plugin.stat("dedup/outlinks_over_budget") == 1
+    first, second = plugin.engine.crawled
+    with pytest.raises(IgnoreRequest, match="skipped"):
+        links.going_out(first)
+    links.going_out(second)
+    assert plugin.stat("dedup/budget_returned") == 1
+    plugin.respond(requests("/4", "/5"), url="http://a.test/2")
+    plugin.decide(follow=True)
+    assert crawled(plugin) == ["/1", "/2", "/4"]  # /1's place, not /5's: two fetches in all
+    assert plugin.stat("dedup/outlinks_over_budget") == 2
+
+
+def test_a_cancelled_or_refused_request_gives_its_place_back_too() -> None:
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    links.dropped(plugin.engine.crawled[0])  # the scheduler refused it
+    assert links.budget.spent == 1 and plugin.stat("dedup/budget_returned") == 1
+    unreleased = requests("/9")[0]  # not a released link: the budget never paid for it
+    links.dropped(unreleased)
+    assert links.budget.spent == 1
+
+
+def test_with_jobdir_a_returned_place_goes_to_the_first_request_deferred() -> None:
+    plugin = Plugin(NEARDUP_MAX_PAGES=1)
+    links = plugin.session.links
+    links.budget.keep_deferred = True  # JOBDIR: requests over the budget wait for a resume
+    links.gate = SkipAtFetch("http://a.test/1")
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    assert crawled(plugin) == ["/1"] and [r.url for r in links.budget.deferred] == [
+        "http://a.test/2",
+        "http://a.test/3",
+    ]
+    with pytest.raises(IgnoreRequest):
+        links.going_out(plugin.engine.crawled[0])
+    assert crawled(plugin) == ["/1", "/2"]
+    again = plugin.engine.crawled[-1]
+    assert again.dont_filter and again.meta[LINK_META]  # claimed already: past the filter
+    assert [r.url for r in links.budget.deferred] == ["http://a.test/3"]
