@@ -36,6 +36,11 @@ def register(commands: Any) -> None:
         "host (DIR/<host>/index.html, ...), as `wget --mirror` writes them; scored against "
         "the pages' own resemblance",
     )  # fmt: skip
+    demo.add_argument(
+        "--max-pages", type=int, metavar="N",
+        help="a crawl budget, as `neardup crawl --max-pages`: what the crawl reaches with N "
+        "fetches is scored against the whole site",
+    )  # fmt: skip
     demo.set_defaults(handler=run_demo)
 
 
@@ -53,6 +58,8 @@ def run_demo(args: argparse.Namespace) -> int:
     require_extra("report", "neardup demo (it writes the HTML report)")
     if args.workers < 1:
         return _fail("--workers must be >= 1 (the workers decide; without one nothing would)")
+    if args.max_pages is not None and args.max_pages < 1:
+        return _fail("--max-pages must be >= 1 (leave it out for no budget)")
     if args.out.exists() and not args.out.is_dir():
         return _fail(f"--out must be a directory, {args.out} is a file")
     options = DemoOptions(
@@ -61,6 +68,7 @@ def run_demo(args: argparse.Namespace) -> int:
         keep_serving=args.keep_serving,
         quiet=args.quiet,
         site=args.site,
+        max_pages=args.max_pages,
     )
     try:
         return run(options)

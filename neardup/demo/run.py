@@ -41,6 +41,8 @@ class DemoOptions:
     quiet: bool = False
     #: A folder of real pages, one folder per host (``--site``); None: the generated demo site.
     site: Path | None = None
+    #: The crawl's budget (``--max-pages``); None: no budget.
+    max_pages: int | None = None
 
 
 Served = DemoSite | FolderSite
@@ -92,6 +94,7 @@ def _crawl_options(options: DemoOptions, site: Served) -> CrawlOptions:
         seeds=site.seeds(),
         out=options.out / DECISIONS,
         workers=options.workers,
+        max_pages=options.max_pages,
         allowed_domains=site.addresses(),
         state_dir=options.out / "state",
         progress=not options.quiet,

@@ -66,6 +66,10 @@ class SiteScore:
     #: Each wrongly suppressed page's containment in its match (where both are pages of the
     #: site): how much of its text the page it was taken for holds.
     wrong_contained: tuple[float, ...] = ()
+    #: Unique pages never fetched by a crawl that follows every link breadth-first (no
+    #: dedup) and stops after as many fetches as this one made: what the same budget buys
+    #: without neardup.
+    breadth_first_lost: int = 0
 
     @property
     def text_missed_share(self) -> float:
@@ -108,6 +112,9 @@ def score_site(
         lost_contained=contained_in_fetched(truth, measures.lost, fetch_log),
         **asdict(text_never_fetched(truth, fetch_log, measures.lost)),
         wrong_contained=contained_in_match(truth, wrong, decisions),
+        breadth_first_lost=len(
+            measure(truth.pages[: measures.fetches], truth.pages, truth.partners).lost
+        ),
     )
 
 
@@ -234,6 +241,8 @@ def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> l
         + _contained(s.lost_contained)
         + ")"
         + _examples(s.lost),
+        f"      breadth-first, every link, stopped after as many fetches: "
+        f"{s.breadth_first_lost} (coverage {_coverage(s.breadth_first_lost, s):.3f})",
         f"    text never fetched:         {s.text_missed_share:.3%} of the site's distinct "
         f"word 4-shingles ({s.text_missed:,} of {s.text_total:,}) are on no page fetched, "
         f"{s.text_missed_on_lost:,} of them on the unique pages never fetched",
@@ -253,6 +262,11 @@ def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> l
             f"{h.unique_missed:>15}"
         )
     return lines
+
+
+def _coverage(lost: int, s: SiteScore) -> float:
+    reachable = s.full_fetches
+    return (reachable - lost) / reachable if reachable else 1.0
 
 
 def _nearest(resemblances: Sequence[float]) -> str:

@@ -144,3 +144,8 @@ def test_the_demo_environment_forgets_neardup_settings_and_bypasses_proxies() ->
 def test_demo_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--workers", "0"]) == 2
     assert "--workers must be >= 1" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_budget_below_one_page(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--max-pages", "0"]) == 2
+    assert "--max-pages must be >= 1" in capsys.readouterr().err

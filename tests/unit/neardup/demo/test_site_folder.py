@@ -171,6 +171,22 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
     assert "each resembles a page fetched at J" in lines
     assert "duplicates fetched:         6" in lines
     assert score.as_dict()["unique_missed"] == 2
+    # Breadth-first, every link, stopped after as many fetches as a crawl made (a page
+    # fetched twice included): the pages after that point of the truth's order, but for
+    # those with a partner before it. As many fetches as this crawl made reach every
+    # content that way (only copies come last); three fetches do not.
+    for fetches in (log, truth.pages[:3]):
+        before = set(truth.pages[: len(fetches)])
+        unreached = [
+            url
+            for url in truth.pages
+            if url not in before and not truth.partners.get(url, set()) & before
+        ]
+        scored = score_site(truth, fetches, decisions)
+        assert scored.breadth_first_lost == len(unreached)
+        text = "\n".join(site_score_lines(scored))
+        assert f"stopped after as many fetches: {len(unreached)} (coverage" in text
+    assert score.breadth_first_lost == 0 and scored.breadth_first_lost > 0
 
 
 def test_text_never_fetched_tells_a_lost_page_from_a_skipped_copys_few_words() -> None:
