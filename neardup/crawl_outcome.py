@@ -104,6 +104,14 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
             f"({n('dedup/rules/original_of_counterpart')}); "
             f"{n('dedup/outlinks_recrawl_fetched')} duplicates' outlinks likewise"
         )
+    if n("dedup/outlinks_over_budget"):
+        lines.append(
+            f"page budget reached (--max-pages, NEARDUP_MAX_PAGES): "
+            f"{n('dedup/outlinks_over_budget')} links released after it was spent were not "
+            f"fetched ({n('dedup/budget_returned')} places given back by requests that never "
+            "went out); a larger budget goes further (a Scrapy project's JOBDIR resume "
+            "starts with them)"
+        )
     if n("dedup/seen_at_start"):
         lines.append(
             f"resumed crawl {stats.get('crawl_id', '')!r}: {n('dedup/seen_at_start')} URLs were "

@@ -95,3 +95,11 @@ def test_a_recrawl_says_what_it_fetched_because_it_is_one() -> None:
         "or that was their original (5); 11 duplicates' outlinks likewise"
     ) in text
     assert "recrawl" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
+
+
+def test_a_crawl_that_reached_its_page_budget_says_so() -> None:
+    stats = {"dedup/pages_fetched": 50, "dedup/outlinks_over_budget": 70}
+    text = "\n".join(outcome_lines({**stats, "dedup/budget_returned": 4}, []))
+    assert "page budget reached (--max-pages, NEARDUP_MAX_PAGES): 70 links" in text
+    assert "(4 places given back" in text
+    assert "budget" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
