@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from crawler.judging import HOLD
 from crawler.rules.book import Prediction
+from crawler.rules.fetch_back import SkipLog, due
 from crawler.rules.fetched import Fetched, UrlSet
 from crawler.rules.pacing import Pacer
 from crawler.rules.policy import State
@@ -106,6 +107,8 @@ class CrawlRules:
         self.pacer = Pacer(rules.book.policy)
         self.release: Release | None = None
         self.fetch_ahead: FetchAhead | None = None
+        self.fetch_back: Release | None = None
+        self.skips = SkipLog()  # what this process skipped, to fetch back what was wrong
         self._released = UrlSet()  # held, then released: not held again on the way out
         self._saved: Counter[str] = Counter()
         self._logged_active: set[str] = set()
@@ -135,6 +138,7 @@ class CrawlRules:
         url = self.canonical(decision.url)
         original = self.canonical(decision.duplicate_of) if decision.duplicate_of else None
         self.fetched.note(url, original, decision.verdict is Verdict.CHANGED)
+        self.skips.fetched(url)  # fetched after all (another link, a check): nothing to fetch back
         if decision.verdict in _REVISITS:
             self.recrawl = True
         return url, original
@@ -157,6 +161,7 @@ class CrawlRules:
         """Once a second or so: the store's news in, the saved fetches out, counts updated."""
         if not self.rules.refresh_if_due():
             return
+        self._fetch_back_wrong()
         if self._saved:
             saved, self._saved = dict(self._saved), Counter()
             self.rules.saved(saved)
@@ -321,10 +326,29 @@ class CrawlRules:
             return None
         if url not in self._skipped:
             self._skipped.add(url)
+            if self.fetched.keeper_of(url) is None:  # else fetched already: nothing to lose
+                self.skips.skipped(url, prediction.counterpart, (r.key for r in prediction.rules))
             self._saved.update(rule.key for rule in prediction.rules)
             self.stats.inc_value("dedup/rules/predicted")
             self.publish(self.prediction(prediction, source, stage))
         return RULE
+
+    def _fetch_back_wrong(self) -> None:
+        """Fetch back what this process skipped by a rule since shown wrong
+        (:func:`crawler.rules.fetch_back.due`)."""
+        if not len(self.skips) or self.fetch_back is None:
+            return
+        due_now = due(self.skips, self.rules, self.fetched)
+        back = {url: s for url, s in due_now.items() if not self.pacer.in_flight(url)}  # fetching
+        if not back:
+            return
+        for url, skip in back.items():
+            self.forced.add(url)  # fetched whatever the rules say, as a group's sample is
+            self._saved.subtract(skip.rules)  # not saved after all
+        self.stats.inc_value("dedup/rules/skips_fetched_back", len(back))
+        logger.info("fetching back %d pages skipped by a rule since shown wrong: %s",
+                    len(back), " ".join(back))  # fmt: skip
+        self.fetch_back(list(back))
 
     def recrawl_reason(self, url: str, counterpart: str) -> str | None:
         """Why a recrawl fetches ``url`` though a rule (or a duplicate page's rewrite) maps it

@@ -39,6 +39,7 @@ from crawler.judging import (
     RequestGate,
 )
 from crawler.seen import CrawlSeen, url_fingerprint
+from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url, host_of
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
@@ -77,6 +78,7 @@ class LinkScheduler:
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
+        self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
 
     @property
     def stats(self) -> Any:
@@ -204,8 +206,11 @@ class LinkScheduler:
         return self.observer.settle()
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
-        """Drop requests a judge kept back, counted as suppressed (as if dropped at once)."""
+        """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
+        kept to be fetched back if their pair turns out to differ."""
         self._suppress(held, (), depth + 1)
+        for item in held:
+            self.skipped.add(item.url, item.request)
 
     def _count_verdict(self, decision: Decision) -> None:
         if decision.corrects:
@@ -293,6 +298,7 @@ class LinkScheduler:
             return True
         self.stats.inc_value(f"dedup/requests_skipped/{reason}")
         self.ledger.dropped(want.held.request.url)
+        self.skipped.add(want.held.url, want.held.request)
         return False
 
     def _claim(self, requests: Sequence[Any]) -> list[bool]:
@@ -361,6 +367,7 @@ class LinkScheduler:
             if reason is not None:  # stays claimed: skipped for the whole crawl
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
+                self.skipped.add(url, request)
                 self.refund(request)
                 raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):
@@ -382,6 +389,19 @@ class LinkScheduler:
         self.crawler.engine.crawl(request.replace(priority=first, meta=meta, dont_filter=True))
         self.stats.inc_value("dedup/requests_fetched_ahead")
         return True
+
+    def fetch_back(self, urls: Iterable[str]) -> None:
+        """Send out requests the gate skipped, by canonical URL: their rule turned out wrong
+        (:mod:`crawler.rules.fetch_back`). Each takes a place in the budget."""
+        for url in urls:
+            request = self.skipped.pop(url)
+            if request is None or not self.crawler.crawling or self.ledger.waiting(request.url):
+                continue  # forgotten, the crawl is ending, or queued here by another link
+            if not self.take_budget():
+                continue
+            request.meta[LINK_META] = True
+            self.crawler.engine.crawl(request.replace(dont_filter=True))  # claimed, or ours
+            self.stats.inc_value("dedup/requests_fetched_back")
 
     def paced(self) -> list[Any]:
         """The requests the gate holds back just before fetching (for a ``JOBDIR`` resume)."""

@@ -105,6 +105,7 @@ def install_rules(
     links.judge, links.gate, links.observer = judge, rules, rules
     rules.release = links.release_paced
     rules.fetch_ahead = links.fetch_ahead
+    rules.fetch_back = links.fetch_back
     where = getattr(store, "prefix", "process memory")
     logger.info(
         "URL rules on (crawl %r, %s): %d known, %d active; direct comparisons %s",

@@ -311,6 +311,8 @@ class SubtreeJudge:
                 keep.append(held)
                 continue
             drop.append(held)
+            if self.rules.fetched.keeper_of(held.url) is None:  # fetched back if it differs
+                self.rules.skips.skipped(held.url, counterpart, ())
             if self.rules.recrawl and self.rules.fetched.keeper_of(counterpart) is None:
                 self._remember(
                     counterpart, _Dropped(group.source, group.depth, group.priority, held)

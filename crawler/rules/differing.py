@@ -53,20 +53,31 @@ class DifferingPairs:
     def __init__(self, limit: int = PAIR_LIMIT) -> None:
         self.limit = limit
         self._pairs: set[tuple[str, str]] = set()
+        self._fresh: list[tuple[str, str]] = []  # noted since the last ``fresh()``
 
     @staticmethod
-    def _key(url: str, other: str) -> tuple[str, str]:
+    def key(url: str, other: str) -> tuple[str, str]:
+        """The pair of two URLs as remembered (their local URLs, in order)."""
         a, b = _local(url), _local(other)
         return (a, b) if a <= b else (b, a)
 
     def note(self, url: str, other: str) -> None:
         if len(self._pairs) >= self.limit:
             self._pairs.clear()
-        self._pairs.add(self._key(url, other))
+        key = self.key(url, other)
+        if key not in self._pairs:
+            self._pairs.add(key)
+            if len(self._fresh) < self.limit:
+                self._fresh.append(key)
+
+    def fresh(self) -> list[tuple[str, str]]:
+        """The pairs noted since the last call (:mod:`crawler.rules.fetch_back`)."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
 
     def known(self, url: str, other: str) -> bool:
         """Whether the pages at these paths differed somewhere in the crawl."""
-        return bool(self._pairs) and self._key(url, other) in self._pairs
+        return bool(self._pairs) and self.key(url, other) in self._pairs
 
     def __len__(self) -> int:
         return len(self._pairs)

@@ -1,0 +1,120 @@
+"""Pages skipped by a rule that turned out wrong, fetched back (pure: no Scrapy, Kafka or Redis).
+
+A rule skips its predictions once its checks clear the bar, and its later checks (exploration,
+the checks of other processes) may still show it wrong: the store drops it, or its precision's
+lower bound falls back under the bar (:meth:`crawler.rules.shared.SharedRules.in_doubt`), or
+another host's rule of the same shape fails on one path pair that this process skipped
+(:mod:`crawler.rules.differing`). From then on its predictions are fetched; the pages it skipped
+before were lost for good. In crawls of the held-out sites, pytest 8.3.3's rules went active on
+their first clean checks, skipped 91 pages, then were dropped at 36 of 40: five unique pages
+lost, each with 87-97 % of its text on a page fetched.
+
+:class:`SkipLog` remembers which URLs this process skipped, onto which counterpart, by which
+rules, so that they are fetched back when one of these three things happens. A URL another
+rule still vouches for (active, not in doubt, its counterpart fetched) stays skipped. Bounded:
+past ``limit`` URLs it starts over, and what it forgot stays skipped, as before it existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from crawler.rules.differing import DifferingPairs
+from crawler.rules.fetched import Fetched
+from crawler.rules.policy import State
+from crawler.rules.shared import SharedRules
+
+#: URLs remembered (~200 bytes each with their keys): past this the log starts over.
+SKIP_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class Skip:
+    counterpart: str
+    rules: tuple[str, ...]
+
+
+class SkipLog:
+    """URLs skipped by rule in this process (see the module docstring). Not thread-safe."""
+
+    def __init__(self, limit: int = SKIP_LIMIT) -> None:
+        self.limit = limit
+        self._skips: dict[str, Skip] = {}
+        self._by_rule: dict[str, set[str]] = {}
+        self._by_pair: dict[tuple[str, str], set[str]] = {}  # DifferingPairs.key -> URLs
+
+    def __len__(self) -> int:
+        return len(self._skips)
+
+    def skipped(self, url: str, counterpart: str, rules: Iterable[str]) -> None:
+        if len(self._skips) >= self.limit:
+            self._skips.clear()
+            self._by_rule.clear()
+            self._by_pair.clear()
+        self._forget([url])
+        skip = Skip(counterpart, tuple(rules))
+        self._skips[url] = skip
+        for key in skip.rules:
+            self._by_rule.setdefault(key, set()).add(url)
+        self._by_pair.setdefault(DifferingPairs.key(url, counterpart), set()).add(url)
+
+    def fetched(self, url: str) -> None:
+        """``url`` was fetched after all (another link to it, a check): nothing to fetch back."""
+        if url in self._skips:
+            self._forget([url])
+
+    def rules(self) -> list[str]:
+        """The rules that skipped a URL still remembered."""
+        return list(self._by_rule)
+
+    def of_rules(self, keys: Iterable[str]) -> dict[str, Skip]:
+        """The URLs these rules skipped, forgotten as they are returned."""
+        return self._forget(sorted({url for key in keys for url in self._by_rule.get(key, ())}))
+
+    def on_pairs(self, pairs: Iterable[tuple[str, str]]) -> dict[str, Skip]:
+        """The URLs whose pair with their counterpart is one of ``pairs``
+        (:meth:`DifferingPairs.key`), forgotten as they are returned."""
+        return self._forget(sorted({url for pair in pairs for url in self._by_pair.get(pair, ())}))
+
+    def _forget(self, urls: Iterable[str]) -> dict[str, Skip]:
+        forgotten = {}
+        for url in urls:
+            skip = self._skips.pop(url, None)
+            if skip is None:
+                continue
+            forgotten[url] = skip
+            for key in skip.rules:
+                left = self._by_rule.get(key)
+                if left is not None:
+                    left.discard(url)
+                    if not left:
+                        del self._by_rule[key]
+            pair = DifferingPairs.key(url, skip.counterpart)
+            urls_of_pair = self._by_pair.get(pair)
+            if urls_of_pair is not None:
+                urls_of_pair.discard(url)
+                if not urls_of_pair:
+                    del self._by_pair[pair]
+        return forgotten
+
+
+def due(log: SkipLog, rules: SharedRules, fetched: Fetched) -> dict[str, Skip]:
+    """The skips of ``log`` to fetch back now, forgotten by the log: those of rules dropped or
+    in doubt, and those on a path pair noted as differing since the last call, but for the
+    ones another rule still vouches for (:func:`vouched`)."""
+    book = rules.book
+    wrong = [key for key in log.rules() if book.state(key) is State.DROPPED or rules.in_doubt(key)]
+    skips = log.of_rules(wrong) | log.on_pairs(rules.differing.fresh())
+    return {url: skip for url, skip in skips.items() if not vouched(url, rules, fetched)}
+
+
+def vouched(url: str, rules: SharedRules, fetched: Fetched) -> bool:
+    """An active rule not in doubt maps ``url`` onto a page fetched, and the two paths never
+    differed elsewhere: it stays skipped."""
+    prediction = rules.predict(url)
+    if prediction is None or fetched.keeper_of(prediction.counterpart) is None:
+        return False
+    if rules.differing.known(url, prediction.counterpart):
+        return False
+    return not any(rules.in_doubt(rule.key) for rule in prediction.rules)
