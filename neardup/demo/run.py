@@ -126,7 +126,8 @@ def _score_and_report(
         figures, lines = planted.as_dict(), score_lines(planted)
     else:
         log = site.fetched()
-        folder, by_rule = score_site(truth, log, by_url), duplicates_by_rule(truth, log)
+        folder = score_site(truth, log, by_url, options.max_pages)
+        by_rule = duplicates_by_rule(truth, log)
         figures, lines = folder.as_dict(), site_score_lines(folder, by_rule)
         figures["duplicates_fetched_by_rule"] = by_rule.as_dict()
         rules_file = rules_path(options.out / DECISIONS)

@@ -70,6 +70,9 @@ class SiteScore:
     #: dedup) and stops after as many fetches as this one made: what the same budget buys
     #: without neardup.
     breadth_first_lost: int = 0
+    #: The crawl's budget (``--max-pages``), None without one: what it did not fetch was cut
+    #: by the budget, not saved.
+    budget: int | None = None
 
     @property
     def text_missed_share(self) -> float:
@@ -89,9 +92,13 @@ class SiteScore:
 
 
 def score_site(
-    truth: SiteTruth, fetch_log: Sequence[str], decisions: Mapping[str, Decision]
+    truth: SiteTruth,
+    fetch_log: Sequence[str],
+    decisions: Mapping[str, Decision],
+    budget: int | None = None,
 ) -> SiteScore:
-    """``fetch_log``: HTML pages served, in order; ``decisions``: each page's standing one."""
+    """``fetch_log``: HTML pages served, in order; ``decisions``: each page's standing one;
+    ``budget``: the crawl's ``--max-pages``, if it had one."""
     measures = measure(fetch_log, truth.pages, truth.partners)
     full = measure(truth.pages, truth.pages, truth.partners)
     suppressed = {url for url, d in decisions.items() if d.verdict.value in SUPPRESSED}
@@ -115,6 +122,7 @@ def score_site(
         breadth_first_lost=len(
             measure(truth.pages[: measures.fetches], truth.pages, truth.partners).lost
         ),
+        budget=budget,
     )
 
 
@@ -231,8 +239,13 @@ def site_score_lines(s: SiteScore, by_rule: DuplicatesByRule | None = None) -> l
         "neardup demo: this crawl against the ground truth of the site folder",
         f"  a crawl following every link fetches {s.full_fetches} pages, "
         f"{s.full_duplicates} of them near-duplicates of a page fetched before",
-        f"  this crawl fetched {s.fetched} pages ({s.saved} fetches saved, {share:.0f}%) "
-        f"and found {s.found} duplicates",
+        (
+            f"  this crawl fetched {s.fetched} pages ({s.saved} fetches saved, {share:.0f}%) "
+            if s.budget is None
+            else f"  this crawl fetched {s.fetched} pages with a budget of {s.budget} "
+            f"({s.saved} of the site's pages not fetched) "
+        )
+        + f"and found {s.found} duplicates",
         f"    duplicates fetched:         {s.duplicates_fetched} (a crawl of every link: "
         f"{s.full_duplicates})",
         *(duplicates_by_rule_lines(by_rule) if by_rule is not None else []),

@@ -187,6 +187,10 @@ def test_a_crawl_is_scored_by_duplicates_fetched_and_unique_pages_never_fetched(
         text = "\n".join(site_score_lines(scored))
         assert f"stopped after as many fetches: {len(unreached)} (coverage" in text
     assert score.breadth_first_lost == 0 and scored.breadth_first_lost > 0
+    assert "fetches saved" in lines and "with a budget" not in lines
+    budgeted = "\n".join(site_score_lines(score_site(truth, truth.pages[:3], decisions, 3)))
+    assert f"fetched 3 pages with a budget of 3 ({len(truth.pages) - 3} of the site's" in budgeted
+    assert "fetches saved" not in budgeted
 
 
 def test_text_never_fetched_tells_a_lost_page_from_a_skipped_copys_few_words() -> None:
