@@ -147,7 +147,9 @@ class CrawlRules:
         released = self.sampler.settle() if self.sampler is not None else False
         held = self.pacer.release_all()
         self._send(held)
-        return released or bool(held)
+        if len(self.skips) and self.fetch_back is not None:
+            self.rules.refresh()  # the crawl is ending: the store's last word on its rules
+        return released or bool(held) or self._fetch_back_wrong()
 
     def _send(self, urls: list[str]) -> None:
         if not urls:
@@ -333,15 +335,15 @@ class CrawlRules:
             self.publish(self.prediction(prediction, source, stage))
         return RULE
 
-    def _fetch_back_wrong(self) -> None:
+    def _fetch_back_wrong(self) -> bool:
         """Fetch back what this process skipped by a rule since shown wrong
-        (:func:`crawler.rules.fetch_back.due`)."""
+        (:func:`crawler.rules.fetch_back.due`); whether anything went."""
         if not len(self.skips) or self.fetch_back is None:
-            return
+            return False
         due_now = due(self.skips, self.rules, self.fetched)
         back = {url: s for url, s in due_now.items() if not self.pacer.in_flight(url)}  # fetching
         if not back:
-            return
+            return False
         for url, skip in back.items():
             self.forced.add(url)  # fetched whatever the rules say, as a group's sample is
             self._saved.subtract(skip.rules)  # not saved after all
@@ -349,6 +351,7 @@ class CrawlRules:
         logger.info("fetching back %d pages skipped by a rule since shown wrong: %s",
                     len(back), " ".join(back))  # fmt: skip
         self.fetch_back(list(back))
+        return True
 
     def recrawl_reason(self, url: str, counterpart: str) -> str | None:
         """Why a recrawl fetches ``url`` though a rule (or a duplicate page's rewrite) maps it

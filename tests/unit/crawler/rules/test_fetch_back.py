@@ -122,3 +122,13 @@ def test_a_skip_being_fetched_right_now_is_not_fetched_back_again() -> None:
         rules.rules.differing.note(page, page.replace(M, D))
     rules.observe([])
     assert back == [pages[1]]
+
+
+def test_a_crawl_about_to_end_fetches_back_what_it_learns_was_wrong_and_goes_on() -> None:
+    rules, _, _, back = rules_with_alias()
+    page = f"{M}/s0/p4"
+    assert rules.admit_fetch(page) == RULE
+    assert not rules.settle()  # nothing shown wrong: the crawl may end
+    rules.rules.differing.note(page, f"{D}/s0/p4")
+    assert rules.settle() and back == [page]  # something went out: the crawl goes on
+    assert not rules.settle()
