@@ -348,7 +348,7 @@ class CrawlRules:
             self.forced.add(url)  # fetched whatever the rules say, as a group's sample is
             self._saved.subtract(skip.rules)  # not saved after all
         self.stats.inc_value("dedup/rules/skips_fetched_back", len(back))
-        logger.info("fetching back %d pages skipped by a rule since shown wrong: %s",
+        logger.info("fetching back %d pages skipped by a rule or a group since shown wrong: %s",
                     len(back), " ".join(back))  # fmt: skip
         self.fetch_back(list(back))
         return True

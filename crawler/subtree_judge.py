@@ -155,7 +155,7 @@ class SubtreeJudge:
 
         judged = judge_outlinks(
             url, keeper, by_url, known.__contains__, rules.book.policy, rules.book,
-            self._evidence, differs,
+            self._evidence, differs, rules.refuted.__contains__,
         )  # fmt: skip
         self.stats.inc_value("dedup/outlinks_new_content", len(judged.follow))
         if judged.known_to_differ > len(recrawl):
@@ -312,7 +312,7 @@ class SubtreeJudge:
                 continue
             drop.append(held)
             if self.rules.fetched.keeper_of(held.url) is None:  # fetched back if it differs
-                self.rules.skips.skipped(held.url, counterpart, ())
+                self.rules.skips.skipped(held.url, counterpart, (), group.check.rewrite.key)
             if self.rules.recrawl and self.rules.fetched.keeper_of(counterpart) is None:
                 self._remember(
                     counterpart, _Dropped(group.source, group.depth, group.priority, held)

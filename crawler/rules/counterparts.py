@@ -12,10 +12,14 @@ or one parameter) maps every outlink o of P onto its *counterpart* c under K:
   a duplicate of its counterpart, the rest of the group is suppressed; at the first sampled page
   that does not, the rest is followed.
 
-If the rewrite P -> K is a rule the crawl already dropped (it failed its checks), the group is
-followed without sampling: the rewrite is known not to hold. An outlink whose counterpart lies
-at a path pair known to differ (:class:`crawler.rules.differing.DifferingPairs`: a release's
-release notes) is followed too: it is no member of the group.
+If the rewrite P -> K is a rule the crawl already dropped, or one with a failed check anywhere
+in the crawl (``refuted``: a release's rewrite that failed 2 of its 11 checks while one group
+of it sampled 10 pages that all matched), the group is followed without sampling: the rewrite
+is known not to hold everywhere. A group already waiting is followed when its samples are in;
+what a group dropped before its rewrite failed is fetched back (:mod:`crawler.rules.fetch_back`).
+An outlink whose counterpart lies at a path pair known to differ
+(:class:`crawler.rules.differing.DifferingPairs`: a release's release notes) is followed too: it
+is no member of the group.
 
 The groups of one rewrite share their samples (:class:`RewriteEvidence`): every page of a
 mirrored section is a duplicate linking to its siblings, so each page fetched makes a group of
@@ -94,12 +98,14 @@ class GroupCheck:
         members: Mapping[str, str],
         policy: RulePolicy = DEFAULT_POLICY,
         evidence: RewriteEvidence | None = None,
+        refuted: Callable[[str], bool] | None = None,
     ) -> None:
         if not members:
             raise ValueError("a group needs at least one predicted duplicate")
         self.rewrite = rewrite
         self.members = dict(members)
         self.evidence = RewriteEvidence() if evidence is None else evidence
+        self._refuted = refuted
         self.size = group_sample_size(len(self.members), policy)
         order = sorted(self.members, key=lambda url: (stable_fraction(url), url))
         counted = len(self.evidence.outcomes) + len(self.evidence.pending)
@@ -122,7 +128,7 @@ class GroupCheck:
     @property
     def verdict(self) -> GroupVerdict:
         evidence = self.evidence
-        if evidence.failed:
+        if evidence.failed or (self._refuted is not None and self._refuted(self.rewrite.key)):
             return GroupVerdict.FOLLOW
         if len(evidence.outcomes) >= self.size:
             return GroupVerdict.SUPPRESS
@@ -159,14 +165,20 @@ def judge_outlinks(
     book: RuleBook | None = None,
     evidence: dict[str, RewriteEvidence] | None = None,
     differs: Callable[[str, str], bool] | None = None,
+    refuted: Callable[[str], bool] | None = None,
 ) -> OutlinkJudgement:
     """Split the outlinks of duplicate ``page`` (of ``keeper``) into new content and a group
     of predicted duplicates. ``known(url)``: fetched or scheduled by the crawl. ``evidence``:
     each rewrite's samples by rule key, shared by its groups (kept there; none: the group
-    samples on its own). ``differs(url, counterpart)``: the pair is known to differ."""
+    samples on its own). ``differs(url, counterpart)``: the pair is known to differ.
+    ``refuted(key)``: the rule of this key failed a check."""
     links = list(dict.fromkeys(outlinks))
     rewrite = rewrite_between(page, keeper)
-    if rewrite is None or (book is not None and book.state(rewrite.key) is State.DROPPED):
+    if (
+        rewrite is None
+        or (book is not None and book.state(rewrite.key) is State.DROPPED)
+        or (refuted is not None and refuted(rewrite.key))
+    ):
         return OutlinkJudgement(page, keeper, rewrite, tuple(links), None)
     follow: list[str] = []
     members: dict[str, str] = {}
@@ -183,5 +195,5 @@ def judge_outlinks(
     if not members:
         return OutlinkJudgement(page, keeper, rewrite, tuple(follow), None, differing)
     shared = None if evidence is None else evidence.setdefault(rewrite.key, RewriteEvidence())
-    group = GroupCheck(rewrite, members, policy, shared)
+    group = GroupCheck(rewrite, members, policy, shared, refuted)
     return OutlinkJudgement(page, keeper, rewrite, tuple(follow), group, differing)

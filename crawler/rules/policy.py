@@ -45,7 +45,9 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   are fetched first. If a share q of the group is in fact new, all samples still match with
   probability (1 - q)**s; the expected share lost, q (1 - q)**s, peaks at q = 1 / (s + 1), a
   little above 1 / (e (s + 1)): 5.7% for the smallest group that holds pages back (n = 7,
-  s = 6), 3.2% at n = 60; and a single failing sample releases the whole group.
+  s = 6), 3.2% at n = 60; and a single failing sample releases the whole group, as does a
+  single failed check of the rule of its rewrite (which also fetches back what its groups
+  dropped before).
 - ``NEVER_LEARN``: parameters that select content by convention (pagination, language) never
   become rules, whatever the evidence: a wrong rule loses pages (skipped pages are never
   fetched), a missing rule only costs fetches. Evidence alone also rejects them (the tests

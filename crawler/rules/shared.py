@@ -47,6 +47,10 @@ class SharedRules:
         self.active: dict[str, RuleStatus] = {}
         #: Path pairs a rule that holds elsewhere got wrong (never skipped, see ``explore``).
         self.differing = DifferingPairs()
+        #: Rules with a failed check: a group of their rewrite suppresses nothing
+        #: (:mod:`crawler.rules.counterparts`). Every process learns from every decision of the
+        #: crawl, so each sees every failure itself.
+        self.refuted: set[str] = set()
         #: Each rule's checks on short pages, when page lengths are known (``short_in_doubt``).
         self.short_pages = ShortPageChecks(shingles_of, store.policy) if shingles_of else None
         self._cursor = 0
@@ -156,6 +160,8 @@ class SharedRules:
         for observation, status in zip(observations, statuses, strict=True):
             if self.short_pages is not None:
                 self.short_pages.note(observation)
+            if not observation.success:
+                self.refuted.add(observation.rule.key)
             if not observation.success and telling(
                 status.evidence.successes, status.checks, self.store.policy
             ):

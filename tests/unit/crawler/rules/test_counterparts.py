@@ -54,6 +54,25 @@ def test_a_dropped_rewrite_follows_without_sampling() -> None:
     assert judged.follow == (f"{M}/v1/a",) and judged.group is None
 
 
+def test_a_rewrite_that_failed_a_check_follows_its_groups() -> None:
+    """Black 24.8.0 on a held-out host: the release rewrite failed 2 of its 11 checks, and yet
+    a group of it sampled 10 pages that all matched and dropped the rest, 6 unique pages."""
+    refuted: set[str] = set()
+    evidence = RewriteEvidence()
+    waiting = GroupCheck(REWRITE, {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(40)},
+                         evidence=evidence, refuted=refuted.__contains__)  # fmt: skip
+    for url in waiting.sample[:-1]:
+        waiting.record(url, True)
+    refuted.add(REWRITE.key)  # a check of the rule, not one of the samples, fails
+    assert waiting.record(waiting.sample[-1], True) is GroupVerdict.FOLLOW
+    judged = judge_outlinks(
+        f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: True, refuted=refuted.__contains__
+    )
+    assert judged.follow == (f"{M}/v1/a",) and judged.group is None  # no sampling at all
+    plain = judge_outlinks(f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: True)
+    assert plain.group is not None
+
+
 def group_of(n: int) -> GroupCheck:
     return GroupCheck(REWRITE, {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(n)})
 

@@ -37,6 +37,9 @@ def test_the_log_returns_a_rules_skips_once_and_those_on_a_pair_known_to_differ(
     log.skipped(f"{M}/e", f"{D}/e", ["alias"])
     log.fetched(f"{M}/e")  # fetched after all: forgotten
     assert log.rules() == [] and list(log.on_pairs([DifferingPairs.key(f"{M}/d", f"{D}/d")]))
+    log.skipped(f"{M}/f", f"{D}/f", (), group="rewrite")  # dropped with a group of a rewrite
+    assert log.rules() == [] and log.groups() == ["rewrite"]
+    assert list(log.of_groups(["rewrite"])) == [f"{M}/f"] and log.groups() == []
     for n in range(5):  # bounded: full, it starts over
         log.skipped(f"{M}/{n}", f"{D}/{n}", ["alias"])
     assert len(log) == 1
@@ -132,3 +135,22 @@ def test_a_crawl_about_to_end_fetches_back_what_it_learns_was_wrong_and_goes_on(
     rules.rules.differing.note(page, f"{D}/s0/p4")
     assert rules.settle() and back == [page]  # something went out: the crawl goes on
     assert not rules.settle()
+
+
+def test_what_a_group_dropped_is_fetched_back_when_its_rewrite_fails_a_check() -> None:
+    """The group's 10 samples matched, the rule of its rewrite failed later: 6 unique pages of
+    the group had been dropped for good (Black 24.8.0 on a held-out host)."""
+    rules, stats, _, back = rules_with_alias()
+    release = PathRewrite(D, "/v1", D, "/v2")
+    for i in range(3):
+        rules.skips.skipped(f"{D}/v1/p{i}", f"{D}/v2/p{i}", (), group=release.key)
+    rules.skips.skipped(f"{M}/s0/p4", f"{D}/s0/p4", (), group=ALIAS.key)
+    rules.observe([decision(f"{D}/v2/p{i}") for i in range(3)])
+    rules.observe([decision(f"{D}/v1/x", f"{D}/v2/x")])  # the release rule: one clean check
+    assert back == [] and release.key not in rules.rules.refuted
+    rules.observe([decision(f"{D}/v2/y"), decision(f"{D}/v1/y")])  # then one that fails
+    assert release.key in rules.rules.refuted
+    assert sorted(back) == [f"{D}/v1/p{i}" for i in range(3)]
+    assert stats.values["dedup/rules/skips_fetched_back"] == 3
+    # The alias never failed, and it vouches for its member anyway: it stays dropped.
+    assert ALIAS.key not in rules.rules.refuted and f"{M}/s0/p4" not in back
