@@ -367,7 +367,7 @@ class LinkScheduler:
             if reason is not None:  # stays claimed: skipped for the whole crawl
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
-                self.skipped.add(url, request)
+                self.skipped.add(url, request, claimed=True)
                 self.refund(request)
                 raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):
@@ -391,16 +391,27 @@ class LinkScheduler:
         return True
 
     def fetch_back(self, urls: Iterable[str]) -> None:
-        """Send out requests the gate skipped, by canonical URL: their rule turned out wrong
-        (:mod:`crawler.rules.fetch_back`). Each takes a place in the budget."""
-        for url in urls:
-            request = self.skipped.pop(url)
-            if request is None or not self.crawler.crawling or self.ledger.waiting(request.url):
-                continue  # forgotten, the crawl is ending, or queued here by another link
+        """Send out requests the gate skipped or a group dropped, by canonical URL: their rule
+        turned out wrong (:mod:`crawler.rules.fetch_back`). One never claimed is claimed first
+        (one round trip), and left alone if another link claimed it meanwhile: it was fetched,
+        or is on its way. Each takes a place in the budget."""
+        kept = [k for url in urls if (k := self.skipped.pop(url)) is not None]
+        if not self.crawler.crawling:
+            return
+        # Queued here by another link: it goes out in its turn.
+        kept = [(r, claimed) for r, claimed in kept if not self.ledger.waiting(r.url)]
+        unclaimed = [request for request, claimed in kept if not claimed]
+        fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())
+        for request, claimed in kept:
+            if not claimed and not next(fresh):
+                continue
             if not self.take_budget():
+                if not claimed:
+                    self._over_budget(request)
                 continue
             request.meta[LINK_META] = True
-            self.crawler.engine.crawl(request.replace(dont_filter=True))  # claimed, or ours
+            # Claimed by us before: past the filter. Claimed just now: the filter lets it by.
+            self.crawler.engine.crawl(request.replace(dont_filter=True) if claimed else request)
             self.stats.inc_value("dedup/requests_fetched_back")
 
     def paced(self) -> list[Any]:
