@@ -44,7 +44,7 @@ from crawler.rules.shared import SharedRules
 from crawler.rules.sketches import PageComparer
 from crawler.urls import host_of
 from dedup_worker.contract.messages import Decision, Verdict
-from dedup_worker.contract.predictions import PredictedDuplicate, RuleEvidence
+from dedup_worker.contract.predictions import PredictedDuplicate
 from dedup_worker.contract.reading import PageKey
 
 logger = logging.getLogger(__name__)
@@ -377,23 +377,12 @@ class CrawlRules:
     ) -> PredictedDuplicate:
         """The message that tells the decisions' consumers about a skipped URL."""
         policy = self.rules.book.policy
-        evidence = []
-        for rule in prediction.rules:
-            status = self.rules.active.get(rule.key)
-            support = status.evidence.successes if status is not None else 0
-            checks = status.checks if status is not None else self.rules.book.checks(rule.key)
-            precision = status.precision if status is not None else 0.0
-            bound = status.lower_bound(policy) if status is not None else 0.0
-            evidence.append(
-                RuleEvidence(rule.key, rule.kind, support, checks, round(precision, 4),
-                             round(bound, 4))
-            )  # fmt: skip
         return PredictedDuplicate(
             url=prediction.url,
             host=host_of(prediction.url),
             duplicate_of=prediction.counterpart,
             predicted_at=self.clock(),
-            rules=tuple(evidence),
+            rules=self.rules.evidence_of(prediction),
             stage=stage,
             source=source,
             crawl_id=self.crawl_id,

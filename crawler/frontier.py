@@ -42,6 +42,7 @@ __all__ = [
     "Published",
     "ResumeState",
     "domain_allowed",
+    "judged_last",
     "request_priority",
 ]
 
@@ -301,3 +302,9 @@ class ResumeState:
             if missing.name not in vars(state) and missing.default_factory is not MISSING:
                 setattr(state, missing.name, missing.default_factory())
         return state
+
+
+def judged_last(decision: Decision | None) -> bool:
+    """The order of a poll's decisions: a page not followed (a duplicate) may have its outlinks
+    judged against its keeper's, so it goes after the rest. Corrections keep their place."""
+    return decision is not None and not decision.follow_outlinks and not decision.corrects

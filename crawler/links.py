@@ -4,7 +4,7 @@ One per crawler (:class:`~crawler.session.NeardupSession`). The spider middlewar
 published page and holds the requests its callback yields (:meth:`LinkScheduler.hold`); the
 scheduling extension feeds it the decisions (:meth:`LinkScheduler.apply`); each decided page is
 judged (:class:`~crawler.judging.OutlinkJudge`, the place outlinks become requests), what it
-follows is checked against scope (``max_depth``, allowed domains), the gate
+follows is checked against scope (:mod:`crawler.scope`), the gate
 (:class:`~crawler.judging.RequestGate`, the place a request is about to be scheduled), the
 crawl's seen set (one claim round trip per batch) and the ``max_pages`` budget, and goes to
 Scrapy's scheduler at the decision's priority. A correction cancels the page's released links
@@ -14,7 +14,6 @@ goes out). Only :meth:`apply` (the extension's poll, on the reactor) schedules a
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from crawler import stats as dedup_stats
 from crawler.ahead import AHEAD_META, Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
-from crawler.frontier import Action, Claim, Held, Ledger, Outcome, domain_allowed, request_priority
+from crawler.frontier import Action, Claim, Held, Ledger, Outcome, judged_last, request_priority
 from crawler.judging import (
     HOLD,
     AdmitAll,
@@ -38,13 +37,12 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
+from crawler.scope import Scope, spider_limit
 from crawler.seen import CrawlSeen, url_fingerprint
 from crawler.skipped import SkippedRequests
-from crawler.urls import canonicalize_url, host_of
+from crawler.urls import canonicalize_url
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
-
-logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
@@ -68,12 +66,12 @@ class LinkScheduler:
         self.gate: RequestGate = AdmitAll()
         self.observer: DecisionObserver = IgnoreDecisions()
         self._seen = seen
+        self.scope = Scope(crawler, config)
         self.suppressed: set[str] = set()  # in-scope requests not followed (checked at close)
         self.budget = PageBudget(self._max_pages)
         self.last_progress = time.monotonic()
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
         self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
-        self._origins: dict[str, bool] = {}
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
@@ -155,10 +153,10 @@ class LinkScheduler:
         try:
             # Duplicates last: one decided in the same poll as its keeper (mirrors fetched
             # together) is judged once the keeper's outlinks are wanted (``wanted_now``).
-            for decision in sorted(decisions, key=_judged_last):
+            for decision in sorted(decisions, key=judged_last):
                 self._handle(self.ledger.apply(decision), wanted)
             ready, self._ready = self._ready, []
-            for outcome in sorted(ready, key=lambda o: _judged_last(o.decision)):
+            for outcome in sorted(ready, key=lambda o: judged_last(o.decision)):
                 self._handle(outcome, wanted)
             self._schedule(wanted)
         finally:
@@ -176,7 +174,7 @@ class LinkScheduler:
             return
         assert decision is not None
         self.last_progress = time.monotonic()
-        self._count_verdict(decision)
+        dedup_stats.count_verdict(self.stats, decision)
         key = PageKey(decision.url, decision.fetched_at)
         self._resolve(key, decision.verdict.value)
         if outcome.action is Action.CORRECT and outcome.cancelled:
@@ -185,7 +183,7 @@ class LinkScheduler:
         page = DecidedPage(key, outcome.depth, outcome.outlinks, decision, outcome.held)
         judgement = self.judge.judge(page)
         level = request_priority(decision.priority, self.config.priority_levels)
-        for held in self._in_scope(judgement.follow, outcome.depth + 1):
+        for held in self.scope.keep(judgement.follow, outcome.depth + 1):
             self._want(wanted, held, key, level)
         self._suppress(judgement.drop, (), outcome.depth + 1)
 
@@ -196,7 +194,7 @@ class LinkScheduler:
         priority ``priority``) was decided: as if it had followed them then."""
         wanted: dict[str, _Want] = {}
         level = request_priority(priority, self.config.priority_levels)
-        for item in self._in_scope(held, depth + 1):
+        for item in self.scope.keep(held, depth + 1):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
 
@@ -212,19 +210,6 @@ class LinkScheduler:
         for item in held:
             self.skipped.add(item.url, item.request)
 
-    def _count_verdict(self, decision: Decision) -> None:
-        if decision.corrects:
-            self.stats.inc_value("dedup/corrections")
-            self.stats.inc_value(f"dedup/corrections/{decision.verdict.value}")
-            logger.info(
-                "correction: %s is a %s of %s",
-                decision.url,
-                decision.verdict.value,
-                decision.duplicate_of,
-            )
-        else:
-            self.stats.inc_value(f"{dedup_stats.VERDICT_PREFIX}{decision.verdict.value}")
-
     def _want(self, wanted: dict[str, _Want], held: Held, source: PageKey, level: int) -> None:
         url = held.request.url
         if url in wanted:
@@ -235,37 +220,6 @@ class LinkScheduler:
             self._wanting.add(held.url)
         else:
             self.stats.inc_value("dedup/outlinks_already_pending")
-
-    def _in_scope(self, held: Iterable[Held], default_depth: int) -> list[Held]:
-        spider = self.crawler.spider
-        max_depth = _limit(getattr(spider, "max_depth", None), self.config.max_depth)
-        kept: list[Held] = []
-        for item in held:
-            request = item.request
-            depth = int(request.meta.get("depth", default_depth))
-            if max_depth is not None and depth > max_depth:
-                self.stats.inc_value("dedup/outlinks_too_deep")
-            elif not self._allowed(request):
-                self.stats.inc_value("dedup/outlinks_offsite")
-            else:
-                kept.append(item)
-        return kept
-
-    def _allowed(self, request: Any) -> bool:
-        """Scrapy's offsite rule, cached per ``scheme://netloc``."""
-        if request.dont_filter or request.meta.get("allow_offsite"):
-            return True
-        url = request.url
-        end = url.find("/", url.find("//") + 2)
-        origin = url if end < 0 else url[:end]
-        allowed = self._origins.get(origin)
-        if allowed is None:
-            domains = tuple(getattr(self.crawler.spider, "allowed_domains", None) or ())
-            allowed = domain_allowed(host_of(url), domains)
-            if len(self._origins) > 100_000:
-                self._origins.clear()
-            self._origins[origin] = allowed
-        return allowed
 
     def _schedule(self, wanted: dict[str, _Want]) -> None:
         admitted = [want for want in wanted.values() if self._admit(want)]
@@ -305,11 +259,13 @@ class LinkScheduler:
         """Claim the requests in the seen set (one round trip); those that skip the dupefilter
         (``dont_filter``) are claimed by nobody and always fresh."""
         filtered = [r for r in requests if not r.dont_filter]
-        answers = iter(self._seen().claim([_fingerprint(r) for r in filtered]))
+        answers = iter(
+            self._seen().claim([url_fingerprint(r.url, r.method, r.body) for r in filtered])
+        )
         return [True if r.dont_filter else next(answers) for r in requests]
 
     def _max_pages(self) -> int | None:
-        return _limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
+        return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
 
     def take_budget(self) -> bool:
         if self.budget.take():
@@ -343,7 +299,7 @@ class LinkScheduler:
         if not held and not urls:
             return
         self.stats.inc_value("dedup/outlinks_of_suppressed_pages", len(held) + len(urls))
-        self.suppressed.update(item.request.url for item in self._in_scope(held, depth))
+        self.suppressed.update(item.request.url for item in self.scope.keep(held, depth))
         self.suppressed.update(urls)
 
     # ---- requests leaving (the download handler, the engine) ---------------------------------
@@ -439,18 +395,3 @@ class LinkScheduler:
         self.stats.set_value("dedup/outlinks_suppressed", never)
         saved = dedup_stats.bytes_saved_estimate(never, self.stats.get_stats())
         self.stats.set_value("dedup/bytes_saved_estimate", saved)
-
-
-def _judged_last(decision: Decision | None) -> bool:
-    """A page not followed (a duplicate) may have its outlinks judged against its keeper's:
-    it goes after the rest of its poll. Corrections keep their place."""
-    return decision is not None and not decision.follow_outlinks and not decision.corrects
-
-
-def _fingerprint(request: Any) -> bytes:
-    return url_fingerprint(request.url, request.method, request.body)
-
-
-def _limit(spider_value: int | None, setting: int | None) -> int | None:
-    """A spider attribute (the neardup spider's ``-a max_pages=``) wins over the setting."""
-    return spider_value if spider_value is not None else setting

@@ -1,10 +1,13 @@
-"""``dedup/...`` stats keys and the end-of-crawl summary (pure functions of a stats dict)."""
+"""``dedup/...`` stats keys and the end-of-crawl summary (pure functions of a stats dict), and
+the count of each decision applied."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from typing import Any
+
+from dedup_worker.contract.messages import Decision
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +29,19 @@ def bytes_saved_estimate(suppressed_links: int, stats: Mapping[str, Any]) -> int
     that respect).
     """
     return round(suppressed_links * mean_page_bytes(stats))
+
+
+def count_verdict(stats: Any, decision: Decision) -> None:
+    """Count a decision applied, in a crawler's stats collector; log a correction."""
+    if decision.corrects:
+        stats.inc_value("dedup/corrections")
+        stats.inc_value(f"dedup/corrections/{decision.verdict.value}")
+        logger.info(
+            "correction: %s is a %s of %s", decision.url, decision.verdict.value,
+            decision.duplicate_of,
+        )  # fmt: skip
+    else:
+        stats.inc_value(f"{VERDICT_PREFIX}{decision.verdict.value}")
 
 
 def verdict_counts(stats: Mapping[str, Any]) -> dict[str, int]:

@@ -24,6 +24,7 @@ from crawler.rules.policy import State
 from crawler.rules.rewrite import parse_rule
 from crawler.rules.short_pages import ShingleCount, ShortPageChecks
 from crawler.rules.store import RuleStatus, RuleStore
+from dedup_worker.contract.predictions import RuleEvidence
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,24 @@ class SharedRules:
                 self.active[status.key] = status
             else:
                 self.active.pop(status.key, None)
+
+    def evidence_of(self, prediction: Prediction) -> tuple[RuleEvidence, ...]:
+        """What the prediction's rules stand on, for its ``decisions.predicted`` message: the
+        store's last status of each active rule (a rule active elsewhere but not yet in this
+        process's statuses: its check count, no support)."""
+        policy = self.store.policy
+        evidence = []
+        for rule in prediction.rules:
+            status = self.active.get(rule.key)
+            if status is None:
+                evidence.append(RuleEvidence(rule.key, rule.kind, 0, self.book.checks(rule.key),
+                                             0.0, 0.0))  # fmt: skip
+                continue
+            evidence.append(
+                RuleEvidence(rule.key, rule.kind, status.evidence.successes, status.checks,
+                             round(status.precision, 4), round(status.lower_bound(policy), 4))
+            )  # fmt: skip
+        return tuple(evidence)
 
     def saved(self, counts: Mapping[str, int]) -> None:
         """Count fetches skipped thanks to these rules (for reports)."""
