@@ -101,7 +101,8 @@ def rules_summary(stats: Mapping[str, Any]) -> list[str]:
         f" groups: {n('dedup/groups_sampled')} sampled ({n('dedup/group_samples')} pages),"
         f" {n('dedup/groups_suppressed')} suppressed"
         f" ({n('dedup/outlinks_of_suppressed_groups')} outlinks),"
-        f" {n('dedup/groups_followed')} followed",
+        f" {n('dedup/groups_followed')} followed,"
+        f" {n('dedup/groups_refuted')} not formed (their rewrite's rule failed a check)",
     ]
 
 

@@ -164,6 +164,8 @@ class SubtreeJudge:
             )
         if recrawl:
             self.stats.inc_value("dedup/outlinks_recrawl_fetched", len(recrawl))
+        if judged.refuted:
+            self.stats.inc_value("dedup/groups_refuted")
         follow = [*skipped, *(held for link in judged.follow for held in by_url[link])]
         if judged.group is None:
             return Judgement(tuple(follow))

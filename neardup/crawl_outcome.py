@@ -91,7 +91,8 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
         f"duplicates' outlinks: {n('dedup/outlinks_new_content')} new content followed; "
         f"groups of predicted duplicates: {n('dedup/groups_sampled')} sampled "
         f"({n('dedup/group_samples')} pages), {n('dedup/groups_suppressed')} suppressed, "
-        f"{n('dedup/groups_followed')} followed",
+        f"{n('dedup/groups_followed')} followed, {n('dedup/groups_refuted')} not formed "
+        "(their rewrite's rule failed a check)",
         f"outlinks suppressed (never fetched): {n('dedup/outlinks_suppressed')}",
         f"URL rules: {states['active']} active, {states['dropped']} dropped, "
         f"{len(rules) - states['active'] - states['dropped']} candidates",

@@ -146,7 +146,8 @@ class OutlinkJudgement:
     """What to do with a duplicate page's outlinks: ``follow`` now, and the ``group`` of
     predicted duplicates (None if there is none): fetch ``group.sample`` now, decide on
     ``group.held`` from the sample's verdict. ``known_to_differ``: how many of ``follow``
-    have a counterpart, but at a path pair known to differ."""
+    have a counterpart, but at a path pair known to differ. ``refuted``: no group was formed
+    because the rewrite's rule failed a check."""
 
     page: str
     keeper: str
@@ -154,6 +155,7 @@ class OutlinkJudgement:
     follow: tuple[str, ...]
     group: GroupCheck | None
     known_to_differ: int = 0
+    refuted: bool = False  # no group: the rewrite's rule failed a check
 
 
 def judge_outlinks(
@@ -174,12 +176,10 @@ def judge_outlinks(
     ``refuted(key)``: the rule of this key failed a check."""
     links = list(dict.fromkeys(outlinks))
     rewrite = rewrite_between(page, keeper)
-    if (
-        rewrite is None
-        or (book is not None and book.state(rewrite.key) is State.DROPPED)
-        or (refuted is not None and refuted(rewrite.key))
-    ):
+    if rewrite is None or (book is not None and book.state(rewrite.key) is State.DROPPED):
         return OutlinkJudgement(page, keeper, rewrite, tuple(links), None)
+    if refuted is not None and refuted(rewrite.key):
+        return OutlinkJudgement(page, keeper, rewrite, tuple(links), None, refuted=True)
     follow: list[str] = []
     members: dict[str, str] = {}
     differing = 0

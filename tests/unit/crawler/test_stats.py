@@ -52,6 +52,7 @@ def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
         "dedup/groups_sampled": 2,
         "dedup/groups_suppressed": 1,
         "dedup/groups_followed": 1,
+        "dedup/groups_refuted": 4,
     }
     text = summary(stats, "finished")
     assert "skipped by rule    7 (6 just before fetching)" in text
@@ -60,6 +61,7 @@ def test_summary_counts_what_the_url_rules_and_the_outlink_judge_did() -> None:
     assert "2 active" in text and "1 dropped" in text
     assert "3 new content followed (2 known to differ from their counterpart); groups: 2" in text
     assert "1 suppressed" in text
+    assert "1 followed, 4 not formed (their rewrite's rule failed a check)" in text
 
 
 def test_neardup_crawls_outcome_lines_name_the_counts_and_the_rules() -> None:

@@ -69,8 +69,9 @@ def test_a_rewrite_that_failed_a_check_follows_its_groups() -> None:
         f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: True, refuted=refuted.__contains__
     )
     assert judged.follow == (f"{M}/v1/a",) and judged.group is None  # no sampling at all
+    assert judged.refuted
     plain = judge_outlinks(f"{M}/v1/", f"{D}/v2/", [f"{M}/v1/a"], lambda url: True)
-    assert plain.group is not None
+    assert plain.group is not None and not plain.refuted
 
 
 def group_of(n: int) -> GroupCheck:
