@@ -88,7 +88,8 @@ class GroupCheck:
     """Predicted duplicates of one page (outlink -> counterpart): a sample, then a verdict.
 
     The group needs ``group_sample_size`` samples of its rewrite (``evidence``, shared by the
-    rewrite's groups; a fresh one by default): those decided or in flight count, and the rest
+    rewrite's groups; a fresh one by default; more while the rewrite's rule has fewer than
+    ``group_trust_checks`` checks, ``rule_checks``): those decided or in flight count, and the rest
     are new samples, the members of lowest stable hash not sampled yet (so every process picks
     the same). Not thread-safe."""
 
@@ -99,6 +100,7 @@ class GroupCheck:
         policy: RulePolicy = DEFAULT_POLICY,
         evidence: RewriteEvidence | None = None,
         refuted: Callable[[str], bool] | None = None,
+        rule_checks: int | None = None,
     ) -> None:
         if not members:
             raise ValueError("a group needs at least one predicted duplicate")
@@ -106,7 +108,7 @@ class GroupCheck:
         self.members = dict(members)
         self.evidence = RewriteEvidence() if evidence is None else evidence
         self._refuted = refuted
-        self.size = group_sample_size(len(self.members), policy)
+        self.size = group_sample_size(len(self.members), policy, rule_checks)
         order = sorted(self.members, key=lambda url: (stable_fraction(url), url))
         counted = len(self.evidence.outcomes) + len(self.evidence.pending)
         fresh = [url for url in order if not self.evidence.sampled(url)]
@@ -173,7 +175,8 @@ def judge_outlinks(
     of predicted duplicates. ``known(url)``: fetched or scheduled by the crawl. ``evidence``:
     each rewrite's samples by rule key, shared by its groups (kept there; none: the group
     samples on its own). ``differs(url, counterpart)``: the pair is known to differ.
-    ``refuted(key)``: the rule of this key failed a check."""
+    ``refuted(key)``: the rule of this key failed a check. ``book``: the crawl's rules (a
+    young rule's groups sample more, see ``group_sample_size``)."""
     links = list(dict.fromkeys(outlinks))
     rewrite = rewrite_between(page, keeper)
     if rewrite is None or (book is not None and book.state(rewrite.key) is State.DROPPED):
@@ -195,5 +198,6 @@ def judge_outlinks(
     if not members:
         return OutlinkJudgement(page, keeper, rewrite, tuple(follow), None, differing)
     shared = None if evidence is None else evidence.setdefault(rewrite.key, RewriteEvidence())
-    group = GroupCheck(rewrite, members, policy, shared, refuted)
+    checks = None if book is None else book.checks(rewrite.key)
+    group = GroupCheck(rewrite, members, policy, shared, refuted, checks)
     return OutlinkJudgement(page, keeper, rewrite, tuple(follow), group, differing)

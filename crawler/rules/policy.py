@@ -47,7 +47,12 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   little above 1 / (e (s + 1)): 5.7% for the smallest group that holds pages back (n = 7,
   s = 6), 3.2% at n = 60; and a single failing sample releases the whole group, as does a
   single failed check of the rule of its rewrite (which also fetches back what its groups
-  dropped before).
+  dropped before). ``group_trust_checks = 11``: while the rewrite's rule has c < 11 checks
+  (all clean, or no group forms), a group samples at least 11 - c of its members, so a group
+  never drops pages on less evidence than a rule needs to skip them (11 clean checks activate
+  a rule). The sampling risk is worst for a young rule's first group: with 8 samples of 22
+  members of which 4 differ, all samples match with probability C(18, 8) / C(22, 8) = 0.14
+  (a pair of real README hosts lost 4 pages that way), with 11 samples 0.045.
 - ``NEVER_LEARN``: parameters that select content by convention (pagination, language) never
   become rules, whatever the evidence: a wrong rule loses pages (skipped pages are never
   fetched), a missing rule only costs fetches. Evidence alone also rejects them (the tests
@@ -126,6 +131,7 @@ class RulePolicy:
     diversity_cap: int = 16
     group_min_sample: int = 5
     group_sample_fraction: float = 0.1
+    group_trust_checks: int = 11
     never_learn: frozenset[str] = NEVER_LEARN
 
     def __post_init__(self) -> None:
@@ -143,6 +149,7 @@ class RulePolicy:
             ),
             (self.group_min_sample >= 1, "group_min_sample must be >= 1"),
             (0 <= self.group_sample_fraction <= 1, "group_sample_fraction must be in [0, 1]"),
+            (self.group_trust_checks >= 0, "group_trust_checks must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -166,6 +173,7 @@ class RulePolicy:
             "diversity_cap": self.diversity_cap,
             "group_min_sample": self.group_min_sample,
             "group_sample_fraction": self.group_sample_fraction,
+            "group_trust_checks": self.group_trust_checks,
             "never_learn": sorted(self.never_learn),
         }
 
@@ -243,7 +251,12 @@ def stable_fraction(url: str) -> float:
     return int.from_bytes(digest, "big") / 2.0**64
 
 
-def group_sample_size(members: int, policy: RulePolicy) -> int:
-    """How many of a group of predicted duplicates are fetched before the rest is judged."""
+def group_sample_size(members: int, policy: RulePolicy, rule_checks: int | None = None) -> int:
+    """How many of a group of predicted duplicates are fetched before the rest is judged.
+    ``rule_checks``: the checks of the rule of the group's rewrite so far (all clean: a failed
+    one forms no group); while they are fewer than ``group_trust_checks`` the sample makes up
+    the difference. None: the rule is not known, the base size alone."""
     wanted = policy.group_min_sample + math.ceil(policy.group_sample_fraction * members)
+    if rule_checks is not None:
+        wanted = max(wanted, policy.group_trust_checks - rule_checks)
     return min(members, wanted)

@@ -82,7 +82,10 @@ class RedisRuleStore:
         stored: bytes | None = self._client.get(key)  # type: ignore[assignment]
         if stored is None:
             raise BackendError(f"rule policy {key} vanished while opening the store on {self.url}")
-        if json.loads(stored) != json.loads(mine):
+        theirs, ours = json.loads(stored), json.loads(mine)
+        # A number the stored policy lacks was added to RulePolicy after the crawl began (by
+        # an older version): only the numbers both know must agree, so such a crawl resumes.
+        if theirs != {name: value for name, value in ours.items() if name in theirs}:
             raise ConfigError(
                 f"the crawl's rules at {key} were learned with another policy "
                 f"({stored.decode()}); use the same rule settings in every process of the "

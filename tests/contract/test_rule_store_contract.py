@@ -7,6 +7,7 @@ Redis-only tests at the end: key layout, the stored policy, errors, concurrent p
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -224,6 +225,19 @@ def test_another_policy_is_refused_at_start(make_rules: RulesFactory, rules_clie
     with pytest.raises(ConfigError, match="another policy"):
         RedisRuleStore(rules_client, crawl, RulePolicy(activate_at=0.9))
     RedisRuleStore(rules_client, crawl, RulePolicy())  # the same numbers: fine
+
+
+@redis_only
+def test_a_crawl_begun_before_a_policy_number_existed_resumes(rules_client: Any) -> None:
+    """The policy of a crawl begun by an older version lacks the numbers added since: the
+    numbers it has must still agree."""
+    crawl = new_crawl_id()
+    older = {k: v for k, v in RulePolicy().as_dict().items() if k != "group_trust_checks"}
+    rules_client.set(rules_prefix(crawl) + "meta", json.dumps(older).encode())
+    RedisRuleStore(rules_client, crawl, RulePolicy(group_trust_checks=0))
+    RedisRuleStore(rules_client, crawl, RulePolicy())
+    with pytest.raises(ConfigError, match="another policy"):
+        RedisRuleStore(rules_client, crawl, RulePolicy(group_min_sample=6))
 
 
 @redis_only

@@ -74,6 +74,20 @@ def test_a_rewrite_that_failed_a_check_follows_its_groups() -> None:
     assert plain.group is not None and not plain.refuted
 
 
+def test_a_young_rewrites_group_samples_as_much_as_its_rule_needs_to_activate() -> None:
+    """The pandoc / mistune README hosts: the hub's group of 22 members (4 of them differ)
+    sampled 8 while the alias rule had few checks, and lost the 4 when all 8 matched."""
+    book = RuleBook()
+    links = [f"{M}/v1/p{i}" for i in range(22)]
+    young = judge_outlinks(f"{M}/v1/", f"{D}/v2/", links, lambda url: True, book=book).group
+    assert young is not None and len(young.sample) == 11  # no check yet: 11 samples
+    book.apply(REWRITE, State.CANDIDATE, checks=7)
+    judged = judge_outlinks(f"{M}/v1/", f"{D}/v2/", links, lambda url: True, book=book)
+    assert judged.group is not None and len(judged.group.sample) == 8  # 11 - 7 < 5 + 10%
+    unknown = judge_outlinks(f"{M}/v1/", f"{D}/v2/", links, lambda url: True).group
+    assert unknown is not None and len(unknown.sample) == 8  # no book: the base size
+
+
 def group_of(n: int) -> GroupCheck:
     return GroupCheck(REWRITE, {f"{M}/v1/p{i}": f"{D}/v2/p{i}" for i in range(n)})
 

@@ -172,7 +172,9 @@ def test_a_duplicate_hub_with_new_leaves_has_its_group_followed() -> None:
     follow = [held.url for held in judgement.follow]
     assert f"{D}/r/2.0/whatsnew" in follow  # no counterpart: new content, followed at once
     samples = [url for url in follow if url != f"{D}/r/2.0/whatsnew"]
-    assert len(samples) == 7 and judge.waiting == 1  # 5 + 10% of 20 sampled first
+    # The rule of 2.0 -> 1.0 has one check (the index): a young rule's group samples 11 - 1
+    # (for a rule of 11 checks or more, 5 + 10% of 20 = 7).
+    assert len(samples) == 10 and judge.waiting == 1
     rules.observe([decision(samples[0], samples[0].replace("2.0", "1.0")), decision(samples[1])])
     assert judge.waiting == 0 and links.dropped == []
     assert sorted(links.released) == sorted(set(page.outlinks) - set(follow))
@@ -262,7 +264,7 @@ def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own()
     page = release_pages(rules)
     chapters = [f"{D}/r/2.0/c{i}" for i in range(20)]
     forced = [held.url for held in judge.judge(page).follow if held.url in chapters]
-    assert len(forced) == 7
+    assert len(forced) == 10  # the rule's 1 check and 10 samples: as a rule needs to activate
     for url in forced:  # each sample comes back a duplicate, linking to every chapter
         rules.observe([decision(url, url.replace("2.0", "1.0"))])
         sibling = DecidedPage(
@@ -271,9 +273,9 @@ def test_the_pages_of_a_duplicate_release_sample_it_once_not_each_on_their_own()
         )  # fmt: skip
         judgement = judge.judge(sibling)
         forced += [h.url for h in judgement.follow if h.url in chapters and h.url not in forced]
-    assert len(forced) == 7, "no sample beyond the release's first seven"
+    assert len(forced) == 10, "no sample beyond the release's first ten"
     assert judge.waiting == 0 and links.released == []
-    assert stats.values["dedup/group_samples"] == 7
+    assert stats.values["dedup/group_samples"] == 10
     # Every chapter not sampled is dropped (with the samples the siblings listed again, fetched
     # already: dropping them costs nothing).
     assert set(links.dropped) == set(chapters)
@@ -294,13 +296,13 @@ def test_a_sample_fetched_before_its_counterpart_waits_for_the_counterparts_deci
         tuple(Held(url, url) for url in chapters),
     )  # fmt: skip
     samples = [held.url for held in judge.judge(page).follow]
-    assert len(samples) == 7 and judge.waiting == 1
+    assert len(samples) == 10 and judge.waiting == 1  # the rule's 1 check + 10 samples
     rules.observe([decision(url) for url in samples])  # first: new pages, for now
     assert judge.waiting == 1 and links.released == [] and links.dropped == []
     # Their counterparts come next, duplicates of them: the samples matched.
     rules.observe([decision(url.replace("2.0", "1.0"), url) for url in samples])
     assert judge.waiting == 0 and links.released == []
-    assert len(links.dropped) == 13 and stats.values["dedup/groups_suppressed"] == 1
+    assert len(links.dropped) == 10 and stats.values["dedup/groups_suppressed"] == 1
 
 
 def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settles() -> None:
@@ -308,7 +310,7 @@ def test_a_group_whose_samples_never_come_back_is_followed_when_the_crawl_settle
     page = release_pages(rules)
     judge.judge(page)
     assert judge.waiting == 1
-    assert rules.settle() and judge.waiting == 0 and len(links.released) == 13
+    assert rules.settle() and judge.waiting == 0 and len(links.released) == 10
     assert not rules.settle()
 
 
@@ -318,7 +320,7 @@ def test_a_waiting_group_is_what_the_judge_holds_back_for_a_resume() -> None:
     follow = {held.url for held in judge.judge(page).follow}
     [(source, depth, priority, held)] = judge.held_back()
     assert (source, depth, priority) == (page.key, page.depth, page.decision.priority)
-    assert {h.url for h in held} == set(page.outlinks) - follow and len(held) == 13
+    assert {h.url for h in held} == set(page.outlinks) - follow and len(held) == 10
     rules.settle()
     assert judge.held_back() == []
 

@@ -13,6 +13,7 @@ from crawler.rules.policy import (
     Evidence,
     RulePolicy,
     State,
+    checks_to_activate,
     exploration_rate,
     group_sample_size,
     next_state,
@@ -116,6 +117,18 @@ def test_group_sample_sizes() -> None:
     assert round(worst[7], 3) == 0.057 and round(worst[60], 3) == 0.032
 
 
+def test_a_young_rules_groups_sample_what_the_rule_lacks_to_activate() -> None:
+    # group_trust_checks is the clean checks a rule needs to activate, from z and activate_at.
+    assert P.group_trust_checks == checks_to_activate(Evidence(), False, P) == 11
+    assert [group_sample_size(22, P, c) for c in (0, 1, 3, 8, 11, 40)] == [11, 10, 8, 8, 8, 8]
+    assert group_sample_size(6, P, 0) == 6 and group_sample_size(200, P, 0) == 25
+    assert group_sample_size(22, RulePolicy(group_trust_checks=0), 0) == 8
+    # The README host pair: 4 of 22 members differ, all samples match with probability
+    # C(18, s) / C(22, s): 0.14 with the base 8 samples, 0.045 with a young rule's 11.
+    risk = [math.comb(18, s) / math.comb(22, s) for s in (8, group_sample_size(22, P, 0))]
+    assert [round(r, 3) for r in risk] == [0.137, 0.045]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -126,6 +139,7 @@ def test_group_sample_sizes() -> None:
         ({"min_exploration": 0}, "min_exploration"),
         ({"diversity_cap": 2}, "diversity_cap"),
         ({"group_sample_fraction": 2}, "group_sample_fraction"),
+        ({"group_trust_checks": -1}, "group_trust_checks"),
     ],
 )
 def test_bad_policies_are_refused_naming_the_setting(
