@@ -7,12 +7,13 @@ callback yielded are split by :func:`crawler.rules.counterparts.judge_outlinks`:
 rewritten as P's URL rewrites onto K's (same host alias, path prefix or parameter); a URL whose
 counterpart the crawl has fetched or scheduled (this process's decisions, else the crawl's
 seen set: one round trip per duplicate page) is a *predicted duplicate*, any other is **new
-content, followed**. P's predicted duplicates form a group: a sample of it (5 + 10%) is
-fetched at once, whatever the URL rules say; the rest is held here until every sampled page
-came back a duplicate of its counterpart (**the rest is dropped**, counted as suppressed) or one
-did not (**the rest is followed**: the hub was a duplicate, its leaves are not). The groups of
-one rewrite share their samples (:class:`~crawler.rules.counterparts.RewriteEvidence`): a group
-fetches only the samples its rewrite lacks, and waits for those its siblings have in flight.
+content, followed**. P's predicted duplicates form a group: a sample of it (5 + 10%, more while
+the rewrite's rule is young) is fetched at once, whatever the URL rules say; the rest is held
+here until every sampled page came back a duplicate of its counterpart (**the rest is dropped**,
+counted as suppressed) or one did not (**the rest is followed**: the hub was a duplicate, its
+leaves are not). The groups of one rewrite share their samples
+(:class:`~crawler.rules.counterparts.RewriteEvidence`): a group fetches only the samples its
+rewrite lacks, and waits for those its siblings have in flight.
 
 In a recrawl (a new crawl id against the same Redis), a link whose counterpart came back
 ``changed``, or names the link as its original, may hold content the counterpart no longer
