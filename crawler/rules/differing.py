@@ -16,6 +16,13 @@ two paths so remembered is fetched, as a check of its rule, instead of skipped
 (:func:`crawler.rules.counterparts.judge_outlinks`). Every process computes the same pairs
 from the decisions it reads (each process reads all of them), so nothing is stored.
 
+Before any failure, a page named like release notes (``CHANGES_BY_RELEASE`` in
+:mod:`crawler.rules.policy`: ``release``, ``changes``, ``changelog``, ...) is known to differ
+between two different paths: release notes gain an entry with each release, and the good rule
+of a release skips them all otherwise (``0.21.1/dev/release.html`` above was lost on 1-3 of the
+3 hosts serving it in nearly every crawl, because no host happened to fetch it as a check).
+The same path under a host alias is unaffected.
+
 The failure must come from a rule with at least ``window`` checks and a precision of at least
 ``activate_at``: failures of rules that fail everywhere (two renderings of one long page, a
 major release against a minor one) mark pairs by the hundred and say nothing about a page.
@@ -28,7 +35,7 @@ release) and 41 duplicates.
 
 from __future__ import annotations
 
-from crawler.rules.policy import DEFAULT_POLICY, RulePolicy
+from crawler.rules.policy import CHANGES_BY_RELEASE, DEFAULT_POLICY, RulePolicy
 from crawler.rules.rewrite import split_url
 
 #: Pairs a process remembers; past this it starts over (forgetting costs content only as the
@@ -47,11 +54,28 @@ def _local(url: str) -> str:
     return f"{path}?{query}" if query else path
 
 
+_INDEX_PAGES = frozenset({"", "index", "index.html", "index.htm"})
+
+
+def page_name(path: str) -> str:
+    """The name a path gives its page, lowercase, without extension: ``/0.21/dev/Release.html``
+    -> ``release``; a directory's index page takes the directory's name (``/2.0/changelog/``
+    -> ``changelog``)."""
+    segments = path.rsplit("/", 2)
+    name = segments[-1]
+    if name.lower() in _INDEX_PAGES and len(segments) > 2:
+        name = segments[-2]
+    return name.split(".", 1)[0].lower()
+
+
 class DifferingPairs:
     """Unordered pairs of local URLs (path and query) known to differ. Not thread-safe."""
 
-    def __init__(self, limit: int = PAIR_LIMIT) -> None:
+    def __init__(
+        self, limit: int = PAIR_LIMIT, changes_by_release: frozenset[str] = CHANGES_BY_RELEASE
+    ) -> None:
         self.limit = limit
+        self.changes_by_release = changes_by_release
         self._pairs: set[tuple[str, str]] = set()
         self._fresh: list[tuple[str, str]] = []  # noted since the last ``fresh()``
 
@@ -76,8 +100,18 @@ class DifferingPairs:
         return fresh
 
     def known(self, url: str, other: str) -> bool:
-        """Whether the pages at these paths differed somewhere in the crawl."""
-        return bool(self._pairs) and self.key(url, other) in self._pairs
+        """Whether the pages at these paths differed somewhere in the crawl, or are release
+        notes at two different paths (two releases' notes differ by convention)."""
+        if bool(self._pairs) and self.key(url, other) in self._pairs:
+            return True
+        return self.by_convention(url, other)
+
+    def by_convention(self, url: str, other: str) -> bool:
+        """Two paths of a page named like release notes (``CHANGES_BY_RELEASE``)."""
+        if not self.changes_by_release:
+            return False
+        path, other_path = split_url(url)[1], split_url(other)[1]
+        return path != other_path and page_name(path) in self.changes_by_release
 
     def __len__(self) -> int:
         return len(self._pairs)

@@ -57,6 +57,10 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   become rules, whatever the evidence: a wrong rule loses pages (skipped pages are never
   fetched), a missing rule only costs fetches. Evidence alone also rejects them (the tests
   turn the list off); the list covers a crawl too short for evidence to accumulate.
+- ``CHANGES_BY_RELEASE``: pages named like release notes (``changelog``, ``changes``,
+  ``release``, ...) differ between releases by convention, however well the release's rule
+  holds on its other pages: a prediction or group member of such a name between two different
+  paths is fetched (:mod:`crawler.rules.differing`). Same path (a host alias) is unaffected.
 
 With these numbers a simulated crawl of the test site ``neardup/demo/subtrees.py`` (oracle
 decisions, breadth-first, depth-first and shuffled orders) keeps coverage 1.0, skips no trap
@@ -89,6 +93,27 @@ NEVER_LEARN: frozenset[str] = frozenset(
         "hl",
         "locale",
         "lng",
+    }
+)
+
+
+#: Page names (lowercase, without extension) that change between releases by convention: each
+#: release's notes gain an entry. Never skipped between two paths (see ``crawler.rules.differing``).
+CHANGES_BY_RELEASE: frozenset[str] = frozenset(
+    {
+        "changelog",
+        "changes",
+        "history",
+        "news",
+        "whatsnew",
+        "whats-new",
+        "whats_new",
+        "release",
+        "releases",
+        "release-notes",
+        "release_notes",
+        "releasenotes",
+        "relnotes",
     }
 )
 
@@ -133,6 +158,7 @@ class RulePolicy:
     group_sample_fraction: float = 0.1
     group_trust_checks: int = 11
     never_learn: frozenset[str] = NEVER_LEARN
+    changes_by_release: frozenset[str] = CHANGES_BY_RELEASE
 
     def __post_init__(self) -> None:
         checks = [
@@ -155,6 +181,8 @@ class RulePolicy:
             if not ok:
                 raise ConfigError(f"rule policy: {message}")
         object.__setattr__(self, "never_learn", frozenset(n.lower() for n in self.never_learn))
+        names = frozenset(n.lower() for n in self.changes_by_release)
+        object.__setattr__(self, "changes_by_release", names)
 
     def learnable(self, name: str) -> bool:
         return name.lower() not in self.never_learn
@@ -175,6 +203,7 @@ class RulePolicy:
             "group_sample_fraction": self.group_sample_fraction,
             "group_trust_checks": self.group_trust_checks,
             "never_learn": sorted(self.never_learn),
+            "changes_by_release": sorted(self.changes_by_release),
         }
 
 
