@@ -119,10 +119,13 @@ def test_a_crawl_of_held_out_sites_fetches_every_unique_page(tmp_path: Path) -> 
     out = tmp_path / "demo"
     figures = _crawl(sites, out)
     # A crawl of every link: 224 pages, 153 of them duplicates of a page fetched before.
-    # Measured (28 Nov): 191-196 fetched, 116-124 duplicates among them, no unique page
-    # missed, no wrong suppression (five small hosts: few rules get the checks to act).
-    _assert_figures(figures, full=(224, 153), fetched=210, duplicates_fetched=140)
-    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 80  # found: 115-123
+    # Measured (28 Nov, tenth session): 191-196 fetched, 116-124 duplicates among them, no
+    # unique page missed, no wrong suppression (five small hosts: few rules get the checks to
+    # act). Since the groups answer to their rewrite's rule (fifteenth session) and sample more
+    # while it is young, and release notes are fetched (sixteenth): 210-214 fetched, 135-143
+    # duplicates in nine crawls of the three versions, still none missed.
+    _assert_figures(figures, full=(224, 153), fetched=220, duplicates_fetched=150)
+    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 80  # found: 136-141
 
 
 @pytest.mark.timeout(600)
