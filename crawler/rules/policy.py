@@ -61,6 +61,9 @@ The numbers, and why (defaults of :class:`RulePolicy`):
   ``release``, ...) differ between releases by convention, however well the release's rule
   holds on its other pages: a prediction or group member of such a name between two different
   paths is fetched (:mod:`crawler.rules.differing`). Same path (a host alias) is unaffected.
+- ``release_front_pages``: so is the front page of a release (the index page of a directory
+  named like a release, ``RELEASE_DIRECTORY``) against another release's: it is the table of
+  contents and the introduction, which change with any page added or reworded in the release.
 
 With these numbers a simulated crawl of the test site ``neardup/demo/subtrees.py`` (oracle
 decisions, breadth-first, depth-first and shuffled orders) keeps coverage 1.0, skips no trap
@@ -72,6 +75,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -99,6 +103,15 @@ NEVER_LEARN: frozenset[str] = frozenset(
 
 #: Page names (lowercase, without extension) that change between releases by convention: each
 #: release's notes gain an entry. Never skipped between two paths (see ``crawler.rules.differing``).
+#: Directory names of a release: a dotted version (``3.0.2``, ``v24.10.0``, ``1.2rc1``), a ``v``
+#: and a number (``v20``), or a release channel. A session id or a date has no dots, a
+#: language no digit, so neither matches.
+RELEASE_DIRECTORY = re.compile(
+    r"v?\d{1,4}(?:\.\d+)+[a-z0-9.+-]*|v\d{1,4}"
+    r"|latest|stable|dev|devel|development|master|main|current|nightly|next|trunk|unstable",
+    re.IGNORECASE,
+)
+
 CHANGES_BY_RELEASE: frozenset[str] = frozenset(
     {
         "changelog",
@@ -159,6 +172,7 @@ class RulePolicy:
     group_trust_checks: int = 11
     never_learn: frozenset[str] = NEVER_LEARN
     changes_by_release: frozenset[str] = CHANGES_BY_RELEASE
+    release_front_pages: bool = True
 
     def __post_init__(self) -> None:
         checks = [
@@ -204,6 +218,7 @@ class RulePolicy:
             "group_trust_checks": self.group_trust_checks,
             "never_learn": sorted(self.never_learn),
             "changes_by_release": sorted(self.changes_by_release),
+            "release_front_pages": self.release_front_pages,
         }
 
 

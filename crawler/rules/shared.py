@@ -47,7 +47,10 @@ class SharedRules:
         #: The last status the store reported of each active rule (evidence for predictions).
         self.active: dict[str, RuleStatus] = {}
         #: Path pairs a rule that holds elsewhere got wrong (never skipped, see ``explore``).
-        self.differing = DifferingPairs(changes_by_release=store.policy.changes_by_release)
+        self.differing = DifferingPairs(
+            changes_by_release=store.policy.changes_by_release,
+            release_front_pages=store.policy.release_front_pages,
+        )
         #: Rules with a failed check: a group of their rewrite suppresses nothing
         #: (:mod:`crawler.rules.counterparts`). Every process learns from every decision of the
         #: crawl, so each sees every failure itself.
