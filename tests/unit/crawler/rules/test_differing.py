@@ -156,12 +156,18 @@ def test_other_pages_are_not_release_front_pages(path: str, other: str) -> None:
     assert not DifferingPairs().known(f"{A}{path}", f"{B}{other}")
 
 
+def _checked_every_time(rules: SharedRules, url: str) -> bool:
+    """Whether an active, trusted rule's prediction of ``url`` is fetched, as a check, each
+    time it is asked."""
+    prediction = rules.predict(url)
+    assert prediction is not None and not rules.in_doubt(prediction.rules[0].key)
+    return all(rules.explore(prediction) for _ in range(30))
+
+
 def test_a_good_release_rule_fetches_its_front_page() -> None:
     rules = SharedRules(MemoryRuleStore())
     _activate(rules, A, range(20))
-    front = rules.predict(f"{A}{OLD}/index.html")
-    assert front is not None and not rules.in_doubt(front.rules[0].key)
-    assert all(rules.explore(front) for _ in range(30))  # fetched, as a check, every time
+    assert _checked_every_time(rules, f"{A}{OLD}/index.html")
     chapter = rules.predict(f"{A}{OLD}/tutorial/index.html")
     assert chapter is not None and sum(rules.explore(chapter) for _ in range(40)) == 2
 
@@ -180,9 +186,7 @@ def test_front_pages_by_convention_can_be_turned_off() -> None:
 def test_a_good_release_rule_fetches_its_release_notes_and_groups_follow_them() -> None:
     rules = SharedRules(MemoryRuleStore())
     _activate(rules, A, range(20))
-    notes = rules.predict(f"{A}{OLD}/dev/release.html")
-    assert notes is not None and not rules.in_doubt(notes.rules[0].key)
-    assert all(rules.explore(notes) for _ in range(30))  # fetched, as a check, every time
+    assert _checked_every_time(rules, f"{A}{OLD}/dev/release.html")
     links = [f"{A}{OLD}/dev/release.html", f"{A}{OLD}/p3"]
     judged = judge_outlinks(
         f"{A}{OLD}/index.html", f"{A}{NEW}/index.html", links, lambda url: True,
