@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
+from twisted.internet.defer import Deferred, succeed
 
 from crawler import stats as dedup_stats
 from crawler.ahead import AHEAD_META, Queued
-from crawler.budget import PageBudget, origin_of
+from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, judged_last, request_priority
 from crawler.judging import (
@@ -40,7 +41,6 @@ from crawler.scope import Scope, spider_limit
 from crawler.seen import CrawlSeen, url_fingerprint
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
-from crawler.verdicts import VerdictWaiters
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
 
@@ -71,7 +71,7 @@ class LinkScheduler:
         self.budget = PageBudget(self._max_pages)
         self.last_progress = time.monotonic()
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
-        self.verdicts = VerdictWaiters(self.ledger)  # items' verdicts (the middleware)
+        self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
@@ -100,7 +100,7 @@ class LinkScheduler:
             for item in held:
                 self.crawler.engine.crawl(item.request)
         self.stats.inc_value("dedup/requests_released_unpublished", len(held))
-        self.verdicts.resolve(key, None)
+        self._resolve(key, None)
 
     def hold(self, key: PageKey, request: Any) -> bool:
         """Hold ``request`` until page ``key``'s decision; False: let it through now."""
@@ -123,6 +123,26 @@ class LinkScheduler:
         outcome = self.ledger.close(key)
         if outcome is not None:
             self._ready.append(outcome)
+
+    def verdict_of(self, key: PageKey) -> Deferred[str | None]:
+        """Fires with the page's verdict once its decision applied (None if none will come)."""
+        standing = self.ledger.pages.get(key)
+        if standing is None and key not in self.ledger.awaiting:
+            return succeed(None)
+        if standing is not None and key not in self.ledger.awaiting:
+            return succeed(standing.verdict.value)
+        waiter: Deferred[str | None] = Deferred()
+        self._waiters.setdefault(key, []).append(waiter)
+        return waiter
+
+    def release_waiters(self) -> None:
+        """The crawl is closing: nothing waits for a decision any more."""
+        for key in list(self._waiters):
+            self._resolve(key, None)
+
+    def _resolve(self, key: PageKey, verdict: str | None) -> None:
+        for waiter in self._waiters.pop(key, []):
+            waiter.callback(verdict)
 
     # ---- decisions (the extension's poll) -----------------------------------------------------
 
@@ -156,7 +176,7 @@ class LinkScheduler:
         self.last_progress = time.monotonic()
         dedup_stats.count_verdict(self.stats, decision)
         key = PageKey(decision.url, decision.fetched_at)
-        self.verdicts.resolve(key, decision.verdict.value)
+        self._resolve(key, decision.verdict.value)
         if outcome.action is Action.CORRECT and outcome.cancelled:
             self._suppress([], outcome.cancelled, outcome.depth + 1)
             return
@@ -181,7 +201,7 @@ class LinkScheduler:
     def settle(self) -> bool:
         """The crawl has nothing left to fetch: the observer releases what waits for decisions
         that will not come (True if it released requests: the crawl goes on)."""
-        return self.observer.settle() or self.release_held_for_share()
+        return self.observer.settle()
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
@@ -211,7 +231,9 @@ class LinkScheduler:
             request = want.held.request
             if not new:
                 self.ledger.dropped(request.url)
-            elif self._take_place(want.held.url, request):
+            elif not self.take_budget():
+                self._over_budget(request)
+            else:
                 self.ledger.scheduled(request.url, want.source)
                 request.meta[LINK_META] = True
                 request.priority += want.level
@@ -245,38 +267,11 @@ class LinkScheduler:
     def _max_pages(self) -> int | None:
         return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
 
-    def take_budget(self, origin: str | None = None) -> bool:
-        if self.budget.take(origin):
+    def take_budget(self) -> bool:
+        if self.budget.take():
             return True
         self.stats.inc_value("dedup/outlinks_over_budget")
         return False
-
-    def _take_place(self, url: str, request: Any) -> bool:
-        """A place in the budget for a link; else it waits past its host's share
-        (:mod:`crawler.budget`) or is over the budget."""
-        origin = origin_of(url)
-        if self.budget.over_share(origin):
-            self.ledger.dropped(request.url)
-            self.budget.held.append((origin, request))
-            self.stats.inc_value("dedup/outlinks_held_for_share")
-        elif not self.take_budget(origin):
-            self._over_budget(request)
-        else:
-            return True
-        return False
-
-    def release_held_for_share(self, send: bool = True) -> bool:
-        """The crawl is idle: send out the links that waited past their host's share (claimed
-        by us: past the filter) while places are left. True if any waited. ``send=False`` (the
-        crawl is closing): over the budget, for a ``JOBDIR`` resume."""
-        held = self.budget.release_held()
-        for origin, request in held:
-            if not (send and self.crawler.crawling and self.take_budget(origin)):
-                self._over_budget(request)
-                continue
-            request.meta[LINK_META] = True
-            self.crawler.engine.crawl(request.replace(dont_filter=True))
-        return bool(held)
 
     def refund(self, request: Any) -> None:
         """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
@@ -284,7 +279,7 @@ class LinkScheduler:
         if not request.meta.get(LINK_META):
             return
         self.stats.inc_value("dedup/budget_returned")
-        waiting = self.budget.give_back(self.crawler.crawling, origin_of(request.url))
+        waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
         if waiting is not None:  # claimed by this crawl when it was deferred: past the filter
             waiting.meta[LINK_META] = True
             self.crawler.engine.crawl(waiting.replace(dont_filter=True))

@@ -37,7 +37,6 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from crawler import stats as dedup_stats
-from crawler.budget import origin_of
 from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
 from crawler.rules_setup import install_rules, uninstall_rules
@@ -91,9 +90,7 @@ class DecisionScheduler:
         started = await maybe_deferred_to_future(deferToThread(self.feed.start, resume.offsets))
         self._resume_awaiting(spider, resume)
         self.links.budget.keep_deferred = path is not None
-        seeds = getattr(spider, "seeds", None) or ()
-        self.links.budget.spent = resume.scheduled + len(seeds)
-        self.links.budget.share_out(origin_of(url) for url in seeds)
+        self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
@@ -155,11 +152,10 @@ class DecisionScheduler:
     async def spider_closed(self, spider: Any, reason: str) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self.links.verdicts.release_all()
+        self.links.release_waiters()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
         self._close_rules()
         self.links.count_saved()
-        self.links.release_held_for_share(send=False)
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
@@ -198,7 +194,7 @@ class DecisionScheduler:
 
     def _tick(self) -> None:
         if not self.crawler.crawling:  # stopping (Ctrl-C): schedule nothing more
-            self.links.verdicts.release_all()
+            self.links.release_waiters()
             return
         try:
             self.links.apply(self._decisions(self.feed.drain(DRAIN_LIMIT)))
@@ -248,7 +244,7 @@ class DecisionScheduler:
 
     def _close(self, reason: str) -> None:
         self._closing = True
-        self.links.verdicts.release_all()
+        self.links.release_waiters()
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
     # ---- resume --------------------------------------------------------------------------------
