@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
-from neardup.demo.planted import Site, Spec, build_site, render
+from neardup.demo.planted import Site, Spec, build_site
+from neardup.demo.render import render
 from neardup.demo.server import SiteServer
 from neardup.demo.subtrees import SubtreeSite, build_subtree_site
 from neardup.demo.truth import jaccard_partners, reachable, render_site, url_of

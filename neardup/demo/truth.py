@@ -17,7 +17,8 @@ from typing import Any
 
 from crawler.extract import extract
 from crawler.urls import canonicalize_url
-from neardup.demo.planted import Site, render
+from neardup.demo.planted import Site
+from neardup.demo.render import render
 from neardup.demo.subtrees import Key, SubtreeSite
 from neardup.evaluation.quality import THRESHOLD, shingle_sets, similar_pairs
 

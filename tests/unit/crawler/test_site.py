@@ -16,7 +16,8 @@ from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
 from neardup.demo.manifest import manifest
-from neardup.demo.planted import build_site, render
+from neardup.demo.planted import build_site
+from neardup.demo.render import render
 from neardup.demo.server import ADDRESSES, SiteServer
 
 K = 3

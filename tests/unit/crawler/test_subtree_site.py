@@ -13,7 +13,8 @@ from dedup_worker.contract.messages import Page
 from dedup_worker.worker.config import load_config
 from dedup_worker.worker.main import build_engine
 from dedup_worker.worker.metrics import WorkerMetrics
-from neardup.demo.planted import HOSTS, build_site, render
+from neardup.demo.planted import HOSTS, build_site
+from neardup.demo.render import render
 from neardup.demo.server import ADDRESSES, SiteServer
 from neardup.demo.subtrees import (
     ITEMS,
