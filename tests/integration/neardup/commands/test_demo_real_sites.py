@@ -123,8 +123,10 @@ def test_a_crawl_of_held_out_sites_fetches_every_unique_page(tmp_path: Path) -> 
     # unique page missed, no wrong suppression (five small hosts: few rules get the checks to
     # act). Since the groups answer to their rewrite's rule (fifteenth session) and sample more
     # while it is young, and release notes are fetched (sixteenth): 210-214 fetched, 135-143
-    # duplicates in nine crawls of the three versions, still none missed.
-    _assert_figures(figures, full=(224, 153), fetched=220, duplicates_fetched=150)
+    # duplicates in nine crawls of the three versions, still none missed. With release front
+    # pages known to differ (seventeenth): 216-218 fetched, 141-147 duplicates in six crawls.
+    # The ceilings stay under a crawl of every link, so a crawl that saves nothing fails.
+    _assert_figures(figures, full=(224, 153), fetched=222, duplicates_fetched=151)
     assert _suppressed_and_every_content_fetched(sites, out, figures) >= 80  # found: 136-141
 
 
