@@ -4,7 +4,7 @@
     python tools/build_corpus.py OUT_DIR [--cache CACHE] [--scale 1.0]
         [--fixture tests/fixtures/quality] [--fixture-real tests/fixtures/quality_real]
     python tools/build_corpus.py --sites SITES_DIR [--sources npm,click]   # crawlable sites
-    python tools/build_corpus.py --sites HOLDOUT_DIR --holdout   # sites never tuned on
+    python tools/build_corpus.py --sites HOLDOUT_DIR --holdout [second]   # never tuned on
     python tools/build_corpus.py --sites SHOP_DIR --shop   # short texts in a heavy template
 
 Families (ids name source, release or renderer, and path):
@@ -39,7 +39,8 @@ subset of the original sources, ``--fixture-real DIR`` one of the new families (
 their links, one per host (``corpus_sources.site_dirs``), for ``neardup demo --site DIR``: a
 whole crawl scored by the duplicates it fetched and the unique pages it never fetched.
 ``--holdout`` writes the held-out sites (``corpus_sources.holdout``): other projects, partly
-other generators, never used to set the detector's thresholds. ``--shop`` writes two shops
+other generators, never used to set the detector's thresholds (``--holdout second``: the
+second set, built after the first had led to changes of the crawler). ``--shop`` writes two shops
 (``corpus_sources.shop``): short product texts inside a heavy shared template.
 """
 
@@ -79,7 +80,7 @@ __all__ = ["docstrings", "main", "sampled", "stable_fraction", "troff_text"]
 DEFAULT_CACHE = Path.home() / ".cache" / "neardup-corpus"
 FAMILIES = ("original", "site", "short")
 #: Built only when asked for (``--families holdout``): pages never used to tune the detector.
-HELD_OUT_FAMILIES = ("holdout",)
+HELD_OUT_FAMILIES = ("holdout", "holdout2")
 FIXTURE_PAGE_BYTES = 8000
 FIXTURE_REAL_PAGE_BYTES = 12000
 
@@ -104,7 +105,9 @@ def sources(
     if "short" in chosen:
         yield short.short_docs(short_sources(site_scale))
     if "holdout" in chosen:
-        yield holdout.holdout_docs(cache, site_scale)
+        yield holdout.FIRST.docs(cache, site_scale)
+    if "holdout2" in chosen:
+        yield holdout.SECOND.docs(cache, site_scale)
 
 
 def collect(
@@ -266,10 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--holdout",
-        action="store_true",
-        help="with --sites: the held-out sites ("
-        + ",".join(holdout.HOLDOUT_SITE_GENERATORS)
-        + "), never used to tune the detector",
+        nargs="?",
+        const=holdout.FIRST.name,
+        choices=sorted(holdout.HELD_OUT_SETS),
+        help="with --sites: a set of held-out sites, never used to tune the detector (first: "
+        + ",".join(holdout.FIRST.site_generators)
+        + "; second: "
+        + ",".join(holdout.SECOND.site_generators)
+        + ")",
     )
     parser.add_argument(
         "--shop",
@@ -313,9 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write_sites(cache: Path, out: Path, scale: float, sources: str, held_out: bool) -> int:
+def _write_sites(
+    cache: Path, out: Path, scale: float, sources: str, held_out_name: str | None
+) -> int:
     chosen = [s for s in sources.split(",") if s]
-    known = holdout.HOLDOUT_SITE_GENERATORS if held_out else sites.SITE_GENERATORS
+    held_out = holdout.HELD_OUT_SETS[held_out_name] if held_out_name else None
+    known = held_out.site_generators if held_out else sites.SITE_GENERATORS
     if unknown := set(chosen) - set(known):
         print(
             f"build_corpus: --sources: unknown {sorted(unknown)}; choose from {sorted(known)}",

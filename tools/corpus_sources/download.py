@@ -9,7 +9,8 @@ fetches, with the ordinary registry clients and pinned versions:
 * ``CACHE/pypi/<project>-<v>.tar.gz``: the sdists of docutils and click in the releases of
   ``sites.DOCUTILS_RELEASES`` / ``sites.CLICK_RELEASES`` (``pip download --no-binary``), whose
   ``docs/`` folders are the reStructuredText sources, and those of the held-out sites
-  (``holdout.PROJECTS``: Flask, Werkzeug, Jinja, pytest, Black, attrs; ~10 MB).
+  (``holdout.HELD_OUT_SETS``: Flask, Werkzeug, Jinja, pytest, Black, attrs, ~10 MB; then
+  coverage.py, mypy, trio, urllib3, packaging, pip, ~14 MB).
 
 Building the corpus afterwards reads only the cache and files installed on the machine.
 """

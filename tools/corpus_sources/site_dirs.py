@@ -39,14 +39,18 @@ def host_name(generator: str, source: str) -> str:
 
 
 def write_site_dirs(
-    cache: Path, out: Path, scale: float, sources: Sequence[str] = (), holdout: bool = False
+    cache: Path,
+    out: Path,
+    scale: float,
+    sources: Sequence[str] = (),
+    holdout: held_out.HeldOutSet | None = None,
 ) -> dict[str, int]:
     """Write every site (or those of ``sources``) under ``out``; pages written per host.
-    ``holdout``: the held-out sites (:mod:`corpus_sources.holdout`) instead of the
+    ``holdout``: a set of held-out sites (:mod:`corpus_sources.holdout`) instead of the
     development sites."""
-    source_trees = held_out.holdout_trees if holdout else trees
+    source_trees = holdout.trees if holdout else trees
     generators = held_out.HOLDOUT_GENERATORS if holdout else GENERATORS
-    site_generators = held_out.HOLDOUT_SITE_GENERATORS if holdout else SITE_GENERATORS
+    site_generators = holdout.site_generators if holdout else SITE_GENERATORS
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty: the sites are written into a new folder")
     out.mkdir(parents=True, exist_ok=True)

@@ -106,14 +106,25 @@ def test_held_out_sites_are_other_projects_and_partly_other_generators() -> None
     _tool()
     from corpus_sources import holdout, sites
 
-    projects = {project for project, *_ in holdout.PROJECTS}
-    assert projects == set(holdout.HOLDOUT_SITE_GENERATORS)
-    assert not projects & set(sites.SITE_GENERATORS), "a held-out project is a development one"
-    used = {g for names in holdout.HOLDOUT_SITE_GENERATORS.values() for g in names}
-    assert used <= set(holdout.HOLDOUT_GENERATORS)
-    assert len(used - set(sites.GENERATORS)) >= 5, "generators the development sites never use"
-    assert {f"{p}@{r}" for p, r in holdout.archives()} == set(holdout.HOLDOUT_DATES)
-    assert all(len(releases) >= 2 for _, releases, *_ in holdout.PROJECTS)
+    seen: set[str] = set()
+    for held_out in holdout.HELD_OUT_SETS.values():
+        projects = {project for project, *_ in held_out.projects}
+        assert projects == set(held_out.site_generators)
+        assert not projects & set(sites.SITE_GENERATORS), "a held-out project is a development one"
+        assert not projects & seen, "a project is in two held-out sets"
+        seen |= projects
+        used = {g for names in held_out.site_generators.values() for g in names}
+        assert used <= set(holdout.HOLDOUT_GENERATORS)
+        assert len(used - set(sites.GENERATORS)) >= 5, "generators the development sites never use"
+        assert {f"{p}@{r}" for p, r in held_out.archives()} == set(held_out.dates)
+        assert all(len(releases) >= 2 for _, releases, *_ in held_out.projects)
+    # The second set's Sphinx themes are new to both others.
+    first = {g for names in holdout.FIRST.site_generators.values() for g in names}
+    second = {g for names in holdout.SECOND.site_generators.values() for g in names}
+    assert len({g for g in second - first - set(sites.GENERATORS) if g.startswith("sphinx")}) >= 4
+    assert set(holdout.archives()) == {
+        a for held_out in holdout.HELD_OUT_SETS.values() for a in held_out.archives()
+    }
 
 
 def test_a_tree_shows_its_own_release_date_before_the_shared_table() -> None:
