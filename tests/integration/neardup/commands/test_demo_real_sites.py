@@ -14,6 +14,13 @@ The second fixture (``holdout-attrs-jinja.tar.xz``, from ``python tools/build_co
 sites"): attrs 24.2.0 / 24.3.0 (Markdown) on three hosts and Jinja 3.1.4 / 3.1.5 on two, by
 generators the development sites do not use either. Nothing in neardup was tuned on them.
 
+The fourth (``holdout2-urllib3-packaging.tar.xz``, from ``python tools/build_corpus.py --sites
+DIR --holdout second --sources urllib3,packaging``) is of the second held-out set (README, "A
+second held-out set"), built after the first had led to changes of the crawler: urllib3 2.2.3 /
+2.3.0 and packaging 24.1 / 24.2, two hosts each (Sphinx's scrolls and classic themes, docutils
+and pandoc in site templates): releases that changed many of their pages (12 of urllib3's 39
+page pairs alike across the hosts), where a release rule that acts loses unique pages.
+
 The third (``shop.tar.xz``, from ``python tools/build_corpus.py --sites DIR --shop --site-scale
 0.25``): two shops of 120 products each, 25-200-word descriptions (windows of man pages) in a
 ~300-word template on ``shop.light`` and a ~1,050-word one on ``shop.heavy``, with category
@@ -44,6 +51,7 @@ FIXTURES = Path(__file__).parents[3] / "fixtures" / "sites_real"
 FIXTURE = FIXTURES / "click-docs.tar.xz"
 HELD_OUT = FIXTURES / "holdout-attrs-jinja.tar.xz"
 SHOP = FIXTURES / "shop.tar.xz"
+HELD_OUT_SECOND = FIXTURES / "holdout2-urllib3-packaging.tar.xz"
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 
 
@@ -128,6 +136,22 @@ def test_a_crawl_of_held_out_sites_fetches_every_unique_page(tmp_path: Path) -> 
     # The ceilings stay under a crawl of every link, so a crawl that saves nothing fails.
     _assert_figures(figures, full=(224, 153), fetched=222, duplicates_fetched=151)
     assert _suppressed_and_every_content_fetched(sites, out, figures) >= 80  # found: 136-141
+
+
+@pytest.mark.timeout(600)
+def test_a_crawl_of_the_second_held_out_set_fetches_every_unique_page(tmp_path: Path) -> None:
+    sites = _unpack(tmp_path / "sites", HELD_OUT_SECOND)
+    out = tmp_path / "demo"
+    figures = _crawl(sites, out)
+    # A crawl of every link: 230 pages, 112 of them duplicates of a page fetched before.
+    # Measured (29 Nov, eighteenth session; the first crawls of these pages, five of them):
+    # 210-214 fetched, 92-96 duplicates among them, no unique page missed, 3 suppressed below
+    # J 0.9 of their match in each (the contents pages of the two urllib3 hosts: 48 words,
+    # the same but for the host's name; and one API page; the match holds 94 % of their
+    # text). The ceilings stay under a crawl of every link, so a crawl that saves nothing
+    # fails.
+    _assert_figures(figures, full=(230, 112), fetched=222, duplicates_fetched=104, wrong=5)
+    assert _suppressed_and_every_content_fetched(sites, out, figures) >= 60  # found: 93-97
 
 
 @pytest.mark.timeout(600)
