@@ -28,7 +28,8 @@ from scrapy.utils.misc import load_object
 from crawler.config import ConfigError, crawl_config, default_crawl_id
 from crawler.extractors import load_extractor
 from crawler.links import LinkScheduler
-from crawler.seen import CrawlSeen, MemorySeenStore, RedisSeenStore, SeenStore
+from crawler.seen import CrawlSeen, MemorySeenStore, SeenStore
+from crawler.seen_redis import RedisSeenStore
 from dedup_worker.contract.messages import Page
 from dedup_worker.contract.predictions import PredictedDuplicate
 

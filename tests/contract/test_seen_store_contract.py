@@ -21,12 +21,12 @@ from redis.crc import key_slot
 from crawler.seen import (
     CrawlSeen,
     MemorySeenStore,
-    RedisSeenStore,
     SeenStore,
     legacy_seen_key,
     seen_key,
     url_fingerprint,
 )
+from crawler.seen_redis import RedisSeenStore
 from neardup.stack import RedisCluster, RedisServer
 
 BACKENDS: list[Any] = [

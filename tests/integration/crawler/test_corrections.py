@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 import pytest
 import redis
 
-from crawler.seen import CrawlSeen, RedisSeenStore, seen_key, url_fingerprint
+from crawler.seen import CrawlSeen, seen_key, url_fingerprint
+from crawler.seen_redis import RedisSeenStore
 from dedup_worker.adapters.kafka import KafkaSettings, Sender, TopicReader
 from dedup_worker.contract.messages import Decision, Page, Verdict, decode_page
 from neardup.demo.manifest import manifest

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crawler.seen import CrawlSeen, RedisSeenStore
+from crawler.seen import CrawlSeen
+from crawler.seen_redis import RedisSeenStore
 from dedup_worker.adapters.redis_client import RedisSecurity
 from dedup_worker.adapters.security import Secret
 from dedup_worker.errors import ConfigError, NeardupError
