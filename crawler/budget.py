@@ -5,6 +5,16 @@ from the start. A link that never goes out (skipped by a URL rule just before it
 cancelled, refused by Scrapy's scheduler) gives its place back, so the budget counts requests
 sent, not requests planned. Links over the budget are dropped, or with ``JOBDIR`` kept for a
 resume (``deferred``); the first of those kept takes a place given back.
+
+A link the gate calls a likely duplicate (a candidate URL rule with no failed check maps it onto
+a page fetched or queued in this process: ``RequestGate.likely_duplicate``) does not take a place
+when it is released: it ``waits`` until the crawl is idle. Then what waits goes out, oldest
+first, each asking the gate again (a rule that became active meanwhile skips its pages) and
+taking a place while there are any. Each place so buys first the pages the crawl knows least
+about. A budgeted crawl used to spend a third to half of its fetches on the copies that teach a
+young rule (a release and its ``/latest/`` alias reached together), a unique page lost for
+each; measured on the held-out sites at half their size, unique pages missed fell from 487-514
+to 166-262. Without a budget nothing waits: those fetches are the rule's checks.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ class PageBudget:
         self.spent = 0  # places taken (seeds of the neardup spider included)
         self.deferred: list[Any] = []  # requests over the budget, kept for a resume
         self.keep_deferred = False  # with JOBDIR: requests over the budget wait for a resume
+        self.waiting: list[Any] = []  # likely duplicates, claimed, waiting for the idle moment
 
     def take(self) -> bool:
         limit = self.limit()

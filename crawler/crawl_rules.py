@@ -201,6 +201,17 @@ class CrawlRules:
             return None
         return self._judge(url, source.url, "schedule")
 
+    def likely_duplicate(self, url: str, queued: Callable[[str], bool] | None = None) -> bool:
+        """A candidate rule with no failed check maps ``url`` onto a page fetched or ``queued``
+        here, at no pair known to differ (a budget sends it last: :mod:`crawler.budget`)."""
+        book, fetched, rules = self.rules.book, self.fetched, self.rules
+        return any(
+            book.state(rule.key) is State.CANDIDATE and rule.key not in rules.refuted
+            and (fetched.keeper_of(c) is not None or (queued is not None and queued(c)))
+            and not rules.differing.known(url, c)
+            for rule, c in book.applicable(url)
+        )  # fmt: skip
+
     def skipped(self, url: str) -> bool:
         """Whether this process skipped ``url`` by rule (published as a predicted duplicate)."""
         return url in self._skipped

@@ -39,7 +39,7 @@ and :class:`crawler.subtree_judge.SubtreeJudge` (judge).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -128,6 +128,11 @@ class AdmitAll:
 
     def admit_fetch(self, url: str) -> str | None:
         return None
+
+    def likely_duplicate(self, url: str, queued: Callable[[str], bool] | None = None) -> bool:
+        """Whether ``url`` (canonical) is most likely a copy of a page fetched or ``queued``:
+        optional (:mod:`crawler.links` asks it under a budget; a gate without it: never)."""
+        return False
 
 
 class DecisionObserver(Protocol):

@@ -10,6 +10,9 @@ crawl's seen set (one claim round trip per batch) and the ``max_pages`` budget, 
 Scrapy's scheduler at the decision's priority. A correction cancels the page's released links
 still waiting (:meth:`LinkScheduler.going_out`, called by the download handler as a request
 goes out). Only :meth:`apply` (the extension's poll, on the reactor) schedules anything.
+
+
+Under a budget, likely duplicates wait for the crawl's idle moment (:mod:`crawler.budget`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
-from twisted.internet.defer import Deferred, succeed
 
 from crawler import stats as dedup_stats
 from crawler.ahead import AHEAD_META, Queued
@@ -41,6 +43,7 @@ from crawler.scope import Scope, spider_limit
 from crawler.seen import CrawlSeen, url_fingerprint
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
+from crawler.verdicts import VerdictWaiters
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
 
@@ -71,7 +74,7 @@ class LinkScheduler:
         self.budget = PageBudget(self._max_pages)
         self.last_progress = time.monotonic()
         self._ready: list[Outcome] = []  # decisions that applied when their page closed
-        self._waiters: dict[PageKey, list[Deferred[str | None]]] = {}
+        self.verdicts = VerdictWaiters(self.ledger)  # items' verdicts (the middleware)
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
@@ -100,7 +103,7 @@ class LinkScheduler:
             for item in held:
                 self.crawler.engine.crawl(item.request)
         self.stats.inc_value("dedup/requests_released_unpublished", len(held))
-        self._resolve(key, None)
+        self.verdicts.resolve(key, None)
 
     def hold(self, key: PageKey, request: Any) -> bool:
         """Hold ``request`` until page ``key``'s decision; False: let it through now."""
@@ -123,26 +126,6 @@ class LinkScheduler:
         outcome = self.ledger.close(key)
         if outcome is not None:
             self._ready.append(outcome)
-
-    def verdict_of(self, key: PageKey) -> Deferred[str | None]:
-        """Fires with the page's verdict once its decision applied (None if none will come)."""
-        standing = self.ledger.pages.get(key)
-        if standing is None and key not in self.ledger.awaiting:
-            return succeed(None)
-        if standing is not None and key not in self.ledger.awaiting:
-            return succeed(standing.verdict.value)
-        waiter: Deferred[str | None] = Deferred()
-        self._waiters.setdefault(key, []).append(waiter)
-        return waiter
-
-    def release_waiters(self) -> None:
-        """The crawl is closing: nothing waits for a decision any more."""
-        for key in list(self._waiters):
-            self._resolve(key, None)
-
-    def _resolve(self, key: PageKey, verdict: str | None) -> None:
-        for waiter in self._waiters.pop(key, []):
-            waiter.callback(verdict)
 
     # ---- decisions (the extension's poll) -----------------------------------------------------
 
@@ -176,7 +159,7 @@ class LinkScheduler:
         self.last_progress = time.monotonic()
         dedup_stats.count_verdict(self.stats, decision)
         key = PageKey(decision.url, decision.fetched_at)
-        self._resolve(key, decision.verdict.value)
+        self.verdicts.resolve(key, decision.verdict.value)
         if outcome.action is Action.CORRECT and outcome.cancelled:
             self._suppress([], outcome.cancelled, outcome.depth + 1)
             return
@@ -201,7 +184,35 @@ class LinkScheduler:
     def settle(self) -> bool:
         """The crawl has nothing left to fetch: the observer releases what waits for decisions
         that will not come (True if it released requests: the crawl goes on)."""
-        return self.observer.settle()
+        return self.observer.settle() or self._release_budget_waiting()
+
+    def _waits_for_budget(self, want: _Want) -> bool:
+        if self._max_pages() is None:
+            return False
+        likely = getattr(self.gate, "likely_duplicate", None)  # gates written before it: no
+        queued = self.queued.get
+        return likely is not None and bool(likely(want.held.url, lambda u: queued(u) is not None))
+
+    def close_budget_waiting(self) -> None:
+        """The crawl closes before its idle moment: what waits is over the budget."""
+        waiting, self.budget.waiting = self.budget.waiting, []
+        for want in waiting:
+            self._over_budget(want.held.request)
+
+    def _release_budget_waiting(self) -> bool:
+        """The crawl is idle: what waited goes out, asking the gate again (crawler.budget)."""
+        waiting, self.budget.waiting = self.budget.waiting, []
+        sent = False
+        for want in waiting:
+            request = want.held.request
+            reason = self.gate.admit(want.held.url, want.source)
+            if reason is not None:
+                self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+                self.ledger.dropped(request.url)
+                self.skipped.add(want.held.url, request, claimed=True)
+            else:
+                sent = self._send_scheduled(want) or sent
+        return sent
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
@@ -231,15 +242,26 @@ class LinkScheduler:
             request = want.held.request
             if not new:
                 self.ledger.dropped(request.url)
-            elif not self.take_budget():
-                self._over_budget(request)
+            elif self._waits_for_budget(want):
+                self.budget.waiting.append(want)
+                self.stats.inc_value("dedup/outlinks_waiting_for_budget")
             else:
-                self.ledger.scheduled(request.url, want.source)
-                request.meta[LINK_META] = True
-                request.priority += want.level
-                self.crawler.engine.crawl(request)
-                self.queued.add(want.held.url, request)
-                self.stats.inc_value("dedup/outlinks_scheduled")
+                self._send_scheduled(want)
+
+    def _send_scheduled(self, want: _Want) -> bool:
+        """A claimed link takes a place in the budget and goes to Scrapy's scheduler (False:
+        over the budget)."""
+        request = want.held.request
+        if not self.take_budget():
+            self._over_budget(request)
+            return False
+        self.ledger.scheduled(request.url, want.source)
+        request.meta[LINK_META] = True
+        request.priority += want.level
+        self.crawler.engine.crawl(request)
+        self.queued.add(want.held.url, request)
+        self.stats.inc_value("dedup/outlinks_scheduled")
+        return True
 
     def _admit(self, want: _Want) -> bool:
         # A link this process claimed already (scheduled, maybe fetched) goes on to the claim,

@@ -113,7 +113,7 @@ class NeardupSpiderMiddleware:
         finally:
             self.links.close(key)
         if waiting:
-            verdict = await maybe_deferred_to_future(self.links.verdict_of(key))
+            verdict = await maybe_deferred_to_future(self.links.verdicts.of(key))
             for item in waiting:
                 yield with_verdict(item, verdict)
 

@@ -152,10 +152,11 @@ class DecisionScheduler:
     async def spider_closed(self, spider: Any, reason: str) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self.links.release_waiters()
+        self.links.verdicts.release_all()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
         self._close_rules()
         self.links.count_saved()
+        self.links.close_budget_waiting()  # kept for a JOBDIR resume, else un-claimed
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
@@ -194,7 +195,7 @@ class DecisionScheduler:
 
     def _tick(self) -> None:
         if not self.crawler.crawling:  # stopping (Ctrl-C): schedule nothing more
-            self.links.release_waiters()
+            self.links.verdicts.release_all()
             return
         try:
             self.links.apply(self._decisions(self.feed.drain(DRAIN_LIMIT)))
@@ -244,7 +245,7 @@ class DecisionScheduler:
 
     def _close(self, reason: str) -> None:
         self._closing = True
-        self.links.release_waiters()
+        self.links.verdicts.release_all()
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
     # ---- resume --------------------------------------------------------------------------------
