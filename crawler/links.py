@@ -195,24 +195,15 @@ class LinkScheduler:
 
     def close_budget_waiting(self) -> None:
         """The crawl closes before its idle moment: what waits is over the budget."""
-        waiting, self.budget.waiting = self.budget.waiting, []
-        for want in waiting:
+        for want in self.budget.waiting:
             self._over_budget(want.held.request)
+        self.budget.waiting = []
 
     def _release_budget_waiting(self) -> bool:
         """The crawl is idle: what waited goes out, asking the gate again (crawler.budget)."""
         waiting, self.budget.waiting = self.budget.waiting, []
-        sent = False
-        for want in waiting:
-            request = want.held.request
-            reason = self.gate.admit(want.held.url, want.source)
-            if reason is not None:
-                self.stats.inc_value(f"dedup/requests_skipped/{reason}")
-                self.ledger.dropped(request.url)
-                self.skipped.add(want.held.url, request, claimed=True)
-            else:
-                sent = self._send_scheduled(want) or sent
-        return sent
+        sent = [self._send_scheduled(w) for w in waiting if self._gate_admits(w, claimed=True)]
+        return any(sent)
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
@@ -267,15 +258,16 @@ class LinkScheduler:
         # A link this process claimed already (scheduled, maybe fetched) goes on to the claim,
         # which drops it as seen: asked, a rule that became active since would skip it and
         # publish as a predicted duplicate a page that is fetched after all.
-        if self._seen().known_claimed(want.held.request.url):
-            return True
+        return self._seen().known_claimed(want.held.request.url) or self._gate_admits(want)
+
+    def _gate_admits(self, want: _Want, claimed: bool = False) -> bool:
+        """Ask the gate; a link it skips is kept (``claimed`` or not) to be fetched back."""
         reason = self.gate.admit(want.held.url, want.source)
-        if reason is None:
-            return True
-        self.stats.inc_value(f"dedup/requests_skipped/{reason}")
-        self.ledger.dropped(want.held.request.url)
-        self.skipped.add(want.held.url, want.held.request)
-        return False
+        if reason is not None:
+            self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+            self.ledger.dropped(want.held.request.url)
+            self.skipped.add(want.held.url, want.held.request, claimed=claimed)
+        return reason is None
 
     def _claim(self, requests: Sequence[Any]) -> list[bool]:
         """Claim the requests in the seen set (one round trip); those that skip the dupefilter
