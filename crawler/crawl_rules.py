@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from crawler.judging import HOLD
+from crawler.rules import likely
 from crawler.rules.book import Prediction
 from crawler.rules.fetch_back import SkipLog, due
 from crawler.rules.fetched import Fetched, UrlSet
@@ -96,6 +97,7 @@ class CrawlRules:
         self.crawl_id = crawl_id
         self.clock = clock
         self.fetched = Fetched()
+        self.siblings = likely.ReleaseSiblings()  # release directories seen (likely_duplicate)
         #: Whether a decision of a URL fetched before (``changed``/``unchanged``) came in: a
         #: recrawl against an earlier crawl's index (the seeds' decisions say so first).
         self.recrawl = False
@@ -138,6 +140,7 @@ class CrawlRules:
         url = self.canonical(decision.url)
         original = self.canonical(decision.duplicate_of) if decision.duplicate_of else None
         self.fetched.note(url, original, decision.verdict is Verdict.CHANGED)
+        self.siblings.note(url)
         self.skips.fetched(url)  # fetched after all (another link, a check): nothing to fetch back
         if decision.verdict in _REVISITS:
             self.recrawl = True
@@ -202,15 +205,16 @@ class CrawlRules:
         return self._judge(url, source.url, "schedule")
 
     def likely_duplicate(self, url: str, queued: Callable[[str], bool] | None = None) -> bool:
-        """A candidate rule with no failed check maps ``url`` onto a page fetched or ``queued``
-        here, at no pair known to differ (a budget sends it last: :mod:`crawler.budget`)."""
-        book, fetched, rules = self.rules.book, self.fetched, self.rules
-        return any(
-            book.state(rule.key) is State.CANDIDATE and rule.key not in rules.refuted
-            and (fetched.keeper_of(c) is not None or (queued is not None and queued(c)))
-            and not rules.differing.known(url, c)
-            for rule, c in book.applicable(url)
-        )  # fmt: skip
+        """A clean candidate rule, or sibling releases, map ``url`` onto a page fetched or
+        ``queued`` here (a budget sends it last: :mod:`crawler.rules.likely`)."""
+        rules, fetched = self.rules, self.fetched
+
+        def present(counterpart: str) -> bool:
+            there = fetched.keeper_of(counterpart) is not None
+            return there or (queued is not None and queued(counterpart))
+
+        return likely.likely_duplicate(url, rules.book, rules.refuted, rules.differing,
+                                       self.siblings, present)  # fmt: skip
 
     def skipped(self, url: str) -> bool:
         """Whether this process skipped ``url`` by rule (published as a predicted duplicate)."""

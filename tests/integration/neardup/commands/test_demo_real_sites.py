@@ -112,12 +112,14 @@ def test_a_crawl_with_a_budget_stops_at_it_and_is_scored_against_breadth_first(
     sites = _unpack(tmp_path / "sites")
     figures = _crawl(sites, tmp_path / "demo", "--max-pages", "50")
     # 50 released links and the two seeds at most, against the whole site (146 pages, 56
-    # distinct contents). Which unique pages the budget buys depends on which decisions come
-    # first: measured (28 Nov) 16 / 16 / 40 / 16 missed quiet, 16 / 70 / 69 with two CPU
-    # burners; a breadth-first crawl of every link stopped after as many fetches misses 73.
-    # So only the budget and the score are asserted here (the figures are in the README).
+    # distinct contents): 50 fetches can miss no fewer than 6. A breadth-first crawl of every
+    # link stopped after as many fetches misses 73. Before a release's copies waited for the
+    # idle moment (crawler.rules.likely), which unique pages the budget bought depended on
+    # which decisions came first: measured (28 Nov) 16 / 16 / 40 / 16 missed quiet, 16 / 70 /
+    # 69 with two CPU burners; since (29 Nov), 6 in 9 crawls of 9, 3 of them with burners.
     assert 40 <= figures["fetched"] <= 52 and figures["full_fetches"] == 146, figures
-    assert figures["unique_missed"] > 0 and figures["coverage"] < 1.0, figures
+    assert 0 < figures["unique_missed"] <= 10 and figures["coverage"] < 1.0, figures
+    assert figures["duplicates_fetched"] <= 4, figures
     assert figures["breadth_first_lost"] >= 60, figures
 
 
