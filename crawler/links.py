@@ -184,7 +184,10 @@ class LinkScheduler:
     def settle(self) -> bool:
         """The crawl has nothing left to fetch: the observer releases what waits for decisions
         that will not come (True if it released requests: the crawl goes on)."""
-        return self.observer.settle() or self._release_budget_waiting()
+        standby = self.budget.free_places()  # places given back after the last link came
+        for request in standby:
+            self._send_claimed(request)
+        return self.observer.settle() or bool(standby) or self._release_budget_waiting()
 
     def _waits_for_budget(self, want: _Want) -> bool:
         if self._max_pages() is None:
@@ -194,10 +197,14 @@ class LinkScheduler:
         return likely is not None and bool(likely(want.held.url, lambda u: queued(u) is not None))
 
     def close_budget_waiting(self) -> None:
-        """The crawl closes before its idle moment: what waits is over the budget."""
+        """The crawl closes before its idle moment: what waits is over the budget (and what
+        stood by for a place is un-claimed)."""
         for want in self.budget.waiting:
             self._over_budget(want.held.request)
         self.budget.waiting = []
+        for request in self.budget.standby:
+            self._seen().release(request.url, request.method, request.body)
+        self.budget.standby = []
 
     def _release_budget_waiting(self) -> bool:
         """The crawl is idle: what waited goes out, asking the gate again (crawler.budget)."""
@@ -294,15 +301,17 @@ class LinkScheduler:
             return
         self.stats.inc_value("dedup/budget_returned")
         waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
-        if waiting is not None:  # claimed by this crawl when it was deferred: past the filter
-            waiting.meta[LINK_META] = True
-            self.crawler.engine.crawl(waiting.replace(dont_filter=True))
+        if waiting is not None:
+            self._send_claimed(waiting)
+
+    def _send_claimed(self, request: Any) -> None:
+        """A request claimed when it went over the budget: past the filter."""
+        request.meta[LINK_META] = True
+        self.crawler.engine.crawl(request.replace(dont_filter=True))
 
     def _over_budget(self, request: Any) -> None:
         self.ledger.dropped(request.url)
-        if self.budget.keep_deferred:
-            self.budget.deferred.append(request)  # a resumed crawl starts with these
-        else:  # never fetched: leave it to whoever wants it next
+        if not self.budget.keep(request, self.crawler.crawling):  # leave it to whoever wants it
             self._seen().release(request.url, request.method, request.body)
 
     def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:

@@ -29,10 +29,8 @@ def test_a_request_skipped_before_its_fetch_gives_its_place_to_the_next_link() -
     plugin = Plugin(NEARDUP_MAX_PAGES=2)
     links = plugin.session.links
     links.gate = SkipAtFetch("http://a.test/1")
-    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.respond(requests("/1", "/2"))
     plugin.decide(follow=True)
-    assert crawled(plugin) == ["/1", "/2"]  # /3 over the budget
-    assert plugin.stat("dedup/outlinks_over_budget") == 1
     first, second = plugin.engine.crawled
     with pytest.raises(IgnoreRequest, match="skipped"):
         links.going_out(first)
@@ -41,7 +39,38 @@ def test_a_request_skipped_before_its_fetch_gives_its_place_to_the_next_link() -
     plugin.respond(requests("/4", "/5"), url="http://a.test/2")
     plugin.decide(follow=True)
     assert crawled(plugin) == ["/1", "/2", "/4"]  # /1's place, not /5's: two fetches in all
-    assert plugin.stat("dedup/outlinks_over_budget") == 2
+    assert plugin.stat("dedup/outlinks_over_budget") == 1
+
+
+def test_a_place_still_free_at_the_idle_moment_goes_to_the_first_request_over_the_budget() -> None:
+    """Without JOBDIR too: a place given back after the last link came (a rule skipped its
+    page just before the fetch) used to stay empty; on the generated demo site at 250 fetches,
+    17 places in one crawl of two."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    links.gate = SkipAtFetch("http://a.test/1")
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    assert crawled(plugin) == ["/1", "/2"]  # /3 over the budget, standing by
+    assert plugin.stat("dedup/outlinks_over_budget") == 1
+    assert links._seen().known_claimed("http://a.test/3")
+    with pytest.raises(IgnoreRequest, match="skipped"):
+        links.going_out(plugin.engine.crawled[0])
+    assert crawled(plugin) == ["/1", "/2"]  # a link yet to come may take it
+    assert links.settle() and crawled(plugin) == ["/1", "/2", "/3"]  # none did: idle
+    assert links.budget.spent == 2 and not links.settle()
+    again = plugin.engine.crawled[-1]
+    assert again.dont_filter and again.meta[LINK_META]  # claimed already: past the filter
+
+
+def test_requests_standing_by_at_the_close_are_un_claimed() -> None:
+    plugin = Plugin(NEARDUP_MAX_PAGES=1)
+    links = plugin.session.links
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    assert [r.url for r in links.budget.standby] == ["http://a.test/2"]
+    links.close_budget_waiting()
+    assert links.budget.standby == [] and not links._seen().known_claimed("http://a.test/2")
 
 
 def test_a_cancelled_or_refused_request_gives_its_place_back_too() -> None:
