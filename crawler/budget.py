@@ -53,6 +53,11 @@ class PageBudget:
         self.spent += 1
         return True
 
+    def room(self) -> int | None:
+        """Places still free (None: no budget)."""
+        limit = self.limit()
+        return None if limit is None else max(0, limit - self.spent)
+
     def keep(self, request: Any, crawling: bool) -> bool:
         """A request over the budget: kept (deferred with ``JOBDIR``, else standing by while
         the crawl runs and there is room), or False: un-claim it."""

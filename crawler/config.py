@@ -87,6 +87,8 @@ class CrawlConfig:
     #: URL rules and the judging of duplicates' outlinks (issue 13); off: a duplicate's
     #: requests are all dropped and nothing is skipped by rule.
     rules: bool = True
+    #: Processes of one crawl hand links to an idle one (:mod:`crawler.sharing`); needs Redis.
+    share_work: bool = True
     predictions_topic: str = "decisions.predicted"
     #: Seconds a page's sketch is kept for direct comparisons in rule checks (0: none).
     rule_sketch_ttl: int = 3600
@@ -207,6 +209,7 @@ def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> Cra
         ),
         item_verdict=read.flag("NEARDUP_ITEM_VERDICT", False),
         rules=read.flag("NEARDUP_RULES", True),
+        share_work=read.flag("NEARDUP_SHARE_WORK", True),
         predictions_topic=read.text("NEARDUP_PREDICTIONS_TOPIC", "decisions.predicted"),
         rule_sketch_ttl=read.number("NEARDUP_RULE_SKETCH_TTL", 3600, int),
         stats_file=read.text("NEARDUP_STATS_FILE"),

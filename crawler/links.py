@@ -11,15 +11,14 @@ Scrapy's scheduler at the decision's priority. A correction cancels the page's r
 still waiting (:meth:`LinkScheduler.going_out`, called by the download handler as a request
 goes out). Only :meth:`apply` (the extension's poll, on the reactor) schedules anything.
 
-
-Under a budget, likely duplicates wait for the crawl's idle moment (:mod:`crawler.budget`).
+How a link then goes out (the budget, likely duplicates waiting for the crawl's idle moment
+under it, links handed to the crawl's other processes) is :class:`crawler.links_out.LinksOut`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -39,26 +38,20 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
-from crawler.scope import Scope, spider_limit
+from crawler.links_out import LINK_META, LinksOut, Want
+from crawler.scope import Scope
 from crawler.seen import CrawlSeen, url_fingerprint
+from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
 
-#: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
-LINK_META = "neardup_link"
+__all__ = ["LINK_META", "LinkScheduler", "Want"]
 
 
-@dataclass
-class _Want:
-    held: Held
-    source: PageKey
-    level: int
-
-
-class LinkScheduler:
+class LinkScheduler(LinksOut):
     """Held requests in, scheduled requests out (see the module docstring)."""
 
     def __init__(self, crawler: Any, config: CrawlConfig, seen: Callable[[], CrawlSeen]) -> None:
@@ -80,10 +73,7 @@ class LinkScheduler:
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
-
-    @property
-    def stats(self) -> Any:
-        return self.crawler.stats  # set when the crawl starts, after the spider (and us)
+        self.sharing: WorkSharing | None = None  # the crawl's other processes (crawler.sharing)
 
     # ---- pages and their requests (the pipeline, the middleware) -----------------------------
 
@@ -131,7 +121,7 @@ class LinkScheduler:
 
     def apply(self, decisions: Sequence[Decision]) -> None:
         self.observer.observe(decisions)
-        wanted: dict[str, _Want] = {}
+        wanted: dict[str, Want] = {}
         self._wanting = set()
         try:
             # Duplicates last: one decided in the same poll as its keeper (mirrors fetched
@@ -150,7 +140,7 @@ class LinkScheduler:
         about to be claimed, as if it were already (a judge asks while the poll applies)."""
         return url in self._wanting
 
-    def _handle(self, outcome: Outcome, wanted: dict[str, _Want]) -> None:
+    def _handle(self, outcome: Outcome, wanted: dict[str, Want]) -> None:
         self.stats.inc_value(f"dedup/decisions_{outcome.action.value}")
         decision = outcome.decision
         if outcome.action in (Action.FOREIGN, Action.DUPLICATE, Action.WAITING):
@@ -175,42 +165,11 @@ class LinkScheduler:
     ) -> None:
         """Schedule requests a judge kept back when page ``source`` (at ``depth``, decision
         priority ``priority``) was decided: as if it had followed them then."""
-        wanted: dict[str, _Want] = {}
+        wanted: dict[str, Want] = {}
         level = request_priority(priority, self.config.priority_levels)
         for item in self.scope.keep(held, depth + 1):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
-
-    def settle(self) -> bool:
-        """The crawl has nothing left to fetch: the observer releases what waits for decisions
-        that will not come (True if it released requests: the crawl goes on)."""
-        standby = self.budget.free_places()  # places given back after the last link came
-        for request in standby:
-            self._send_claimed(request)
-        return self.observer.settle() or bool(standby) or self._release_budget_waiting()
-
-    def _waits_for_budget(self, want: _Want) -> bool:
-        if self._max_pages() is None:
-            return False
-        likely = getattr(self.gate, "likely_duplicate", None)  # gates written before it: no
-        queued = self.queued.get
-        return likely is not None and bool(likely(want.held.url, lambda u: queued(u) is not None))
-
-    def close_budget_waiting(self) -> None:
-        """The crawl closes before its idle moment: what waits is over the budget (and what
-        stood by for a place is un-claimed)."""
-        for want in self.budget.waiting:
-            self._over_budget(want.held.request)
-        self.budget.waiting = []
-        for request in self.budget.standby:
-            self._seen().release(request.url, request.method, request.body)
-        self.budget.standby = []
-
-    def _release_budget_waiting(self) -> bool:
-        """The crawl is idle: what waited goes out, asking the gate again (crawler.budget)."""
-        waiting, self.budget.waiting = self.budget.waiting, []
-        sent = [self._send_scheduled(w) for w in waiting if self._gate_admits(w, claimed=True)]
-        return any(sent)
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
@@ -219,18 +178,18 @@ class LinkScheduler:
         for item in held:
             self.skipped.add(item.url, item.request)
 
-    def _want(self, wanted: dict[str, _Want], held: Held, source: PageKey, level: int) -> None:
+    def _want(self, wanted: dict[str, Want], held: Held, source: PageKey, level: int) -> None:
         url = held.request.url
         if url in wanted:
             wanted[url].level = max(wanted[url].level, level)
             self.ledger.scheduled(url, source)  # a second source of a link already chosen
         elif self.ledger.claim(url, source) is Claim.NEW:
-            wanted[url] = _Want(held, source, level)
+            wanted[url] = Want(held, source, level)
             self._wanting.add(held.url)
         else:
             self.stats.inc_value("dedup/outlinks_already_pending")
 
-    def _schedule(self, wanted: dict[str, _Want]) -> None:
+    def _schedule(self, wanted: dict[str, Want]) -> None:
         admitted = [want for want in wanted.values() if self._admit(want)]
         if not admitted:
             return
@@ -246,35 +205,11 @@ class LinkScheduler:
             else:
                 self._send_scheduled(want)
 
-    def _send_scheduled(self, want: _Want) -> bool:
-        """A claimed link takes a place in the budget and goes to Scrapy's scheduler (False:
-        over the budget)."""
-        request = want.held.request
-        if not self.take_budget():
-            self._over_budget(request)
-            return False
-        self.ledger.scheduled(request.url, want.source)
-        request.meta[LINK_META] = True
-        request.priority += want.level
-        self.crawler.engine.crawl(request)
-        self.queued.add(want.held.url, request)
-        self.stats.inc_value("dedup/outlinks_scheduled")
-        return True
-
-    def _admit(self, want: _Want) -> bool:
+    def _admit(self, want: Want) -> bool:
         # A link this process claimed already (scheduled, maybe fetched) goes on to the claim,
         # which drops it as seen: asked, a rule that became active since would skip it and
         # publish as a predicted duplicate a page that is fetched after all.
         return self._seen().known_claimed(want.held.request.url) or self._gate_admits(want)
-
-    def _gate_admits(self, want: _Want, claimed: bool = False) -> bool:
-        """Ask the gate; a link it skips is kept (``claimed`` or not) to be fetched back."""
-        reason = self.gate.admit(want.held.url, want.source)
-        if reason is not None:
-            self.stats.inc_value(f"dedup/requests_skipped/{reason}")
-            self.ledger.dropped(want.held.request.url)
-            self.skipped.add(want.held.url, want.held.request, claimed=claimed)
-        return reason is None
 
     def _claim(self, requests: Sequence[Any]) -> list[bool]:
         """Claim the requests in the seen set (one round trip); those that skip the dupefilter
@@ -284,35 +219,6 @@ class LinkScheduler:
             self._seen().claim([url_fingerprint(r.url, r.method, r.body) for r in filtered])
         )
         return [True if r.dont_filter else next(answers) for r in requests]
-
-    def _max_pages(self) -> int | None:
-        return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
-
-    def take_budget(self) -> bool:
-        if self.budget.take():
-            return True
-        self.stats.inc_value("dedup/outlinks_over_budget")
-        return False
-
-    def refund(self, request: Any) -> None:
-        """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
-        goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any."""
-        if not request.meta.get(LINK_META):
-            return
-        self.stats.inc_value("dedup/budget_returned")
-        waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
-        if waiting is not None:
-            self._send_claimed(waiting)
-
-    def _send_claimed(self, request: Any) -> None:
-        """A request claimed when it went over the budget: past the filter."""
-        request.meta[LINK_META] = True
-        self.crawler.engine.crawl(request.replace(dont_filter=True))
-
-    def _over_budget(self, request: Any) -> None:
-        self.ledger.dropped(request.url)
-        if not self.budget.keep(request, self.crawler.crawling):  # leave it to whoever wants it
-            self._seen().release(request.url, request.method, request.body)
 
     def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:
         """Requests not followed (in scope: counted as saved if nobody fetches them) and

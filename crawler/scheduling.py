@@ -41,6 +41,7 @@ from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
 from crawler.rules_setup import install_rules, uninstall_rules
 from crawler.session import NeardupSession
+from crawler.sharing import BUSY
 from dedup_worker.adapters.kafka import DecisionFeed
 from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.predictions import PredictedDuplicate
@@ -92,6 +93,9 @@ class DecisionScheduler:
         self.links.budget.keep_deferred = path is not None
         self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
+        sharing = self.session.open_sharing()
+        if sharing is not None:
+            sharing.beat(BUSY)
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
         self._resume_deferred(spider, resume.deferred)
@@ -146,8 +150,16 @@ class DecisionScheduler:
     def spider_idle(self, spider: Any) -> None:
         if self._closing:
             return
-        if self.links.ledger.outstanding or self.links.settle():
+        if self.links.ledger.outstanding or self.links.settle() or self._shared_work():
             raise DontCloseSpider
+
+    def _shared_work(self) -> bool:
+        """The crawl's other processes handed requests over (they go out now), or one of them
+        is busy and may still (:mod:`crawler.sharing`)."""
+        sharing = self.links.sharing
+        if sharing is None:
+            return False
+        return self.links.take_shared() or sharing.waits_for_peers(self.links.budget.room())
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
         if self._loop is not None and self._loop.running:
@@ -155,12 +167,23 @@ class DecisionScheduler:
         self.links.verdicts.release_all()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
         self._close_rules()
+        self._leave_sharing()
         self.links.count_saved()
         self.links.close_budget_waiting()  # kept for a JOBDIR resume, else un-claimed
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
         logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
+
+    def _leave_sharing(self) -> None:
+        sharing, self.links.sharing = self.links.sharing, None
+        if sharing is None:
+            return
+        try:
+            sharing.flush()  # nothing is handed over once the spider closes; kept for safety
+            sharing.leave()
+        except Exception:  # the crawl is over: peers see this process's beat age out
+            logger.exception("leaving the crawl's peer table failed")
 
     def _close_rules(self) -> None:
         installed, self.session.rules = self.session.rules, None
@@ -200,10 +223,23 @@ class DecisionScheduler:
         try:
             self.links.apply(self._decisions(self.feed.drain(DRAIN_LIMIT)))
             self._maybe_close()
+            self._share()
         except Exception:
             # A failing tick must not kill the LoopingCall: the crawl would hang until timeout.
             logger.exception("applying decisions failed")
             self.stats.inc_value("dedup/scheduler_errors")
+
+    def _share(self) -> None:
+        """Hand over what this poll gave away; beat BUSY while there is work here (an idle
+        process beats HUNGRY in ``_shared_work``)."""
+        sharing = self.links.sharing
+        if sharing is None or self._closing:
+            return
+        sharing.flush()
+        engine = self.crawler.engine
+        busy = bool(self.links.ledger.outstanding) or engine is None or not _engine_idle(engine)
+        if busy and sharing.due():
+            sharing.beat(BUSY)
 
     def _decisions(self, items: list[Decision | ContractError]) -> list[Decision]:
         decisions = []
@@ -221,7 +257,7 @@ class DecisionScheduler:
         if self._closing or engine is None or engine.spider is None:
             return
         if not self.links.ledger.outstanding:
-            if _engine_idle(engine) and not self.links.settle():
+            if _engine_idle(engine) and not self.links.settle() and not self._shared_work():
                 self._close("finished")
         elif time.monotonic() - self.links.last_progress > self.config.decision_timeout:
             self._report_stall()

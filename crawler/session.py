@@ -30,6 +30,8 @@ from crawler.extractors import load_extractor
 from crawler.links import LinkScheduler
 from crawler.seen import CrawlSeen, MemorySeenStore, SeenStore
 from crawler.seen_redis import RedisSeenStore
+from crawler.sharing import WorkSharing
+from crawler.sharing_redis import RedisPeerStore
 from dedup_worker.contract.messages import Page
 from dedup_worker.contract.predictions import PredictedDuplicate
 
@@ -132,6 +134,18 @@ class NeardupSession:
             " - resuming" if size else "",
         )
         return store
+
+    def open_sharing(self) -> WorkSharing | None:
+        """The crawl's work sharing between its processes (:mod:`crawler.sharing`), handed to
+        the link scheduler; None without Redis or with ``NEARDUP_SHARE_WORK`` off."""
+        config = self.config
+        if not (config.share_work and config.shared_seen):
+            return None
+        store = RedisPeerStore.from_url(
+            config.redis_url, self.crawl_id(), config.redis_security, cluster=config.redis_cluster
+        )
+        self.links.sharing = WorkSharing(store)
+        return self.links.sharing
 
     # ---- wiring -----------------------------------------------------------------------------
 

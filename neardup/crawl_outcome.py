@@ -33,6 +33,31 @@ def read_stats(path: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+#: Values of a crawl's spiders that are not summed when they are merged: the longest time; the
+#: URLs seen before the crawl, as the first spider found them (a later one finds the first's).
+_MERGED_BY = {"elapsed_time_seconds": max, "dedup/seen_at_start": min}
+
+
+def merge_stats(each: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stats of a crawl's spiders as one (``neardup crawl --crawlers N``): counts summed
+    (but ``_MERGED_BY``), the first close reason that is not ``finished`` (a failure shows)."""
+    written = [stats for stats in each if stats]
+    if len(written) <= 1:
+        return written[0] if written else {}
+    merged: dict[str, Any] = {}
+    for stats in written:
+        for key, value in stats.items():
+            if key in _MERGED_BY and isinstance(value, int | float):
+                merged[key] = _MERGED_BY[key](merged.get(key, value), value)
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                merged[key] = merged.get(key, 0) + value
+            else:
+                merged.setdefault(key, value)
+    reasons = [str(stats.get("finish_reason", "")) for stats in written]
+    merged["finish_reason"] = next((r for r in reasons if r != "finished"), "finished")
+    return merged
+
+
 def load_rules(config: WorkerConfig, crawl_id: str) -> list[RuleRow]:
     """The crawl's rules from its Redis rule store (none without Redis or a crawl id)."""
     from crawler.rules.redis_store import RedisRuleStore

@@ -46,6 +46,7 @@ from neardup.crawl_outcome import (
     exit_code,
     failure,
     load_rules,
+    merge_stats,
     outcome_lines,
     read_stats,
 )
@@ -69,6 +70,9 @@ class CrawlOptions:
     seeds: tuple[str, ...]
     out: Path
     workers: int = 2
+    #: Spider processes of the crawl (``--crawlers``): one crawl id, work shared between them
+    #: (:mod:`crawler.sharing`); ``max_pages`` is split between them.
+    crawlers: int = 1
     max_pages: int | None = None
     max_depth: int | None = None
     allowed_domains: tuple[str, ...] = ()
@@ -177,21 +181,30 @@ class CrawlRun:
                 # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
                 worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
                 self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
-            stats_file = self.options.state_dir / STATS_FILE
-            stats_file.unlink(missing_ok=True)
-            spider_env = {"NEARDUP_STATS_FILE": str(stats_file), **env}
-            spider = self._spawn(self._spider_argv(), spider_env, "spider")
-            self.children.append(spider)
-            code = self._wait(spider)
+            spiders = [self._spawn_spider(env, number) for number in range(self.options.crawlers)]
+            code = self._wait(spiders)
             recorder.drain()
-        self._collect(config, stats_file)
+        self._collect(config, [self._stats_file(n) for n in range(self.options.crawlers)])
         code = exit_code(code, self.stats)
         self._summary(code)
         return code
 
-    def _collect(self, config: WorkerConfig, stats_file: Path) -> None:
-        """The spider's counts, and the crawl's URL rules from Redis while it still runs."""
-        self.stats = read_stats(stats_file)
+    def _spawn_spider(self, env: dict[str, str], number: int) -> subprocess.Popen[bytes]:
+        stats_file = self._stats_file(number)
+        stats_file.unlink(missing_ok=True)
+        spider_env = {"NEARDUP_STATS_FILE": str(stats_file), **env}
+        name = "spider" if number == 0 else f"spider-{number}"
+        spider = self._spawn(self._spider_argv(), spider_env, name)
+        self.children.append(spider)
+        return spider
+
+    def _stats_file(self, number: int) -> Path:
+        name = STATS_FILE if number == 0 else STATS_FILE.replace(".json", f"-{number}.json")
+        return self.options.state_dir / name
+
+    def _collect(self, config: WorkerConfig, stats_files: list[Path]) -> None:
+        """The spiders' counts, and the crawl's URL rules from Redis while it still runs."""
+        self.stats = merge_stats([read_stats(path) for path in stats_files])
         try:
             self.rules = load_rules(config, str(self.stats.get("crawl_id", "")))
         except NeardupError as exc:
@@ -244,7 +257,8 @@ class CrawlRun:
             "seeds=" + ",".join(o.seeds),
         ]
         if o.max_pages:
-            argv += ["-a", f"max_pages={o.max_pages}"]
+            # Split between the crawlers: a process with places left takes the others' links.
+            argv += ["-a", f"max_pages={-(-o.max_pages // o.crawlers)}"]
         if o.max_depth is not None:
             argv += ["-a", f"max_depth={o.max_depth}"]
         if o.allowed_domains:
@@ -259,10 +273,11 @@ class CrawlRun:
             argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
-    def _wait(self, spider: subprocess.Popen[bytes]) -> int:
+    def _wait(self, spiders: list[subprocess.Popen[bytes]]) -> int:
+        """The first failing spider's exit code, 0 when every spider succeeded."""
         last = 0.0
-        while spider.poll() is None:
-            dead = [c for c in self.children if c is not spider and c.poll() is not None]
+        while any(spider.poll() is None for spider in spiders):
+            dead = [c for c in self.children if c not in spiders and c.poll() is not None]
             if dead:
                 logs = self.options.state_dir
                 code = dead[0].returncode
@@ -271,7 +286,7 @@ class CrawlRun:
                 last = time.monotonic()
                 print(self._progress_line(), file=sys.stderr, flush=True)
             time.sleep(0.2)
-        return spider.returncode
+        return next((s.returncode for s in spiders if s.returncode), 0)
 
     def _progress_line(self) -> str:
         counts = self.tally.counts()

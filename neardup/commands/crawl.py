@@ -23,6 +23,10 @@ def register(commands: Any) -> None:
     crawl.add_argument("--max-pages", type=int, default=None, help="stop fetching after N pages")
     crawl.add_argument("--max-depth", type=int, default=None, help="link depth limit")
     crawl.add_argument("--workers", type=int, default=2, help="dedup worker processes (0: none)")
+    crawl.add_argument(
+        "--crawlers", type=int, default=1,
+        help="spider processes sharing the crawl (>= 1; --max-pages is split between them)",
+    )  # fmt: skip
     crawl.add_argument("--out", type=Path, default=Path("decisions.jsonl"), help="decisions file")
     crawl.add_argument(
         "--allowed-domains", default="", help="comma-separated (default: the seeds' hosts)"
@@ -57,7 +61,8 @@ def run_crawl(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
     options = CrawlOptions(
-        seeds=tuple(seeds), out=args.out, workers=args.workers, max_pages=args.max_pages,
+        seeds=tuple(seeds), out=args.out, workers=args.workers, crawlers=args.crawlers,
+        max_pages=args.max_pages,
         max_depth=args.max_depth, state_dir=args.state_dir, crawl_id=args.crawl_id,
         allowed_domains=tuple(d for d in args.allowed_domains.split(",") if d),
         partitions=args.partitions, progress=not args.quiet,
@@ -78,6 +83,18 @@ def _check(seeds: list[str], args: argparse.Namespace) -> str:
         return "--workers must be >= 0 and --partitions >= 1"
     if args.max_pages is not None and args.max_pages < 1:
         return "--max-pages must be >= 1"
+    return crawlers_problem(args.crawlers, args.max_pages)
+
+
+def crawlers_problem(crawlers: int, max_pages: int | None) -> str:
+    """What is wrong with ``--crawlers`` ("" if nothing)."""
+    if crawlers < 1:
+        return "--crawlers must be >= 1 (the spider processes of the crawl)"
+    if max_pages is not None and max_pages < crawlers:
+        return (
+            f"--max-pages {max_pages} is split between {crawlers} crawlers: "
+            "give each at least one page"
+        )
     return ""
 
 

@@ -27,6 +27,10 @@ def register(commands: Any) -> None:
     )  # fmt: skip
     demo.add_argument("--workers", type=int, default=2, help="dedup worker processes (>= 1)")
     demo.add_argument(
+        "--crawlers", type=int, default=1,
+        help="spider processes sharing the crawl, as `neardup crawl --crawlers`",
+    )  # fmt: skip
+    demo.add_argument(
         "--keep-serving", action="store_true", help="leave the site up for a browser (Ctrl-C)"
     )
     demo.add_argument("--quiet", action="store_true", help="no live progress lines")
@@ -45,6 +49,7 @@ def register(commands: Any) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from neardup.commands.crawl import crawlers_problem
     from neardup.crawl_run import CrawlError
     from neardup.demo.run import DemoOptions
     from neardup.demo.run import run_demo as run
@@ -60,11 +65,15 @@ def run_demo(args: argparse.Namespace) -> int:
         return _fail("--workers must be >= 1 (the workers decide; without one nothing would)")
     if args.max_pages is not None and args.max_pages < 1:
         return _fail("--max-pages must be >= 1 (leave it out for no budget)")
+    problem = crawlers_problem(args.crawlers, args.max_pages)
+    if problem:
+        return _fail(problem)
     if args.out.exists() and not args.out.is_dir():
         return _fail(f"--out must be a directory, {args.out} is a file")
     options = DemoOptions(
         out=args.out,
         workers=args.workers,
+        crawlers=args.crawlers,
         keep_serving=args.keep_serving,
         quiet=args.quiet,
         site=args.site,

@@ -37,6 +37,7 @@ FIGURES = "summary.json"
 class DemoOptions:
     out: Path
     workers: int = 2
+    crawlers: int = 1
     keep_serving: bool = False
     quiet: bool = False
     #: A folder of real pages, one folder per host (``--site``); None: the generated demo site.
@@ -94,6 +95,7 @@ def _crawl_options(options: DemoOptions, site: Served) -> CrawlOptions:
         seeds=site.seeds(),
         out=options.out / DECISIONS,
         workers=options.workers,
+        crawlers=options.crawlers,
         max_pages=options.max_pages,
         allowed_domains=site.addresses(),
         state_dir=options.out / "state",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neardup.crawl_outcome import exit_code, failure
+from neardup.crawl_outcome import exit_code, failure, merge_stats
 
 
 def test_a_stalled_pipeline_fails_the_crawl_although_scrapy_exited_0() -> None:
@@ -24,3 +24,27 @@ def test_the_spiders_own_failure_is_kept() -> None:
     assert exit_code(2, {"finish_reason": "dedup_stalled"}) == 2
     assert exit_code(1, {}) == 1
     assert exit_code(0, {}) == 0
+
+
+def test_the_stats_of_several_spiders_add_up_and_a_failure_shows() -> None:
+    first = {
+        "dedup/pages_fetched": 70,
+        "elapsed_time_seconds": 12.5,
+        "dedup/seen_at_start": 0,
+        "finish_reason": "finished",
+        "crawl_id": "c1",
+    }
+    second = {
+        "dedup/pages_fetched": 30,
+        "elapsed_time_seconds": 14.0,
+        "dedup/seen_at_start": 2,  # the first spider's seeds, claimed as it started
+        "finish_reason": "dedup_stalled",
+        "crawl_id": "c1",
+    }
+    merged = merge_stats([first, second])
+    assert merged["dedup/pages_fetched"] == 100
+    assert merged["elapsed_time_seconds"] == 14.0
+    assert merged["dedup/seen_at_start"] == 0  # not a resumed crawl
+    assert merged["finish_reason"] == "dedup_stalled" and merged["crawl_id"] == "c1"
+    assert merge_stats([first, {}]) == first  # a spider that wrote none
+    assert merge_stats([]) == {}

@@ -146,6 +146,15 @@ def test_demo_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--workers must be >= 1" in capsys.readouterr().err
 
 
+def test_demo_refuses_no_crawlers_or_a_budget_smaller_than_the_crawlers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--crawlers", "0"]) == 2
+    assert "--crawlers must be >= 1" in capsys.readouterr().err
+    assert main(["demo", "--crawlers", "3", "--max-pages", "2"]) == 2
+    assert "give each at least one page" in capsys.readouterr().err
+
+
 def test_demo_refuses_a_budget_below_one_page(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--max-pages", "0"]) == 2
     assert "--max-pages must be >= 1" in capsys.readouterr().err

@@ -1,0 +1,173 @@
+"""How released links go out of the link scheduler (:class:`crawler.links.LinkScheduler`, of
+which :class:`LinksOut` is a part): the ``max_pages`` budget (:mod:`crawler.budget`), the
+likely duplicates that wait for the crawl's idle moment under it, and the links handed to and
+taken from the crawl's other processes (:mod:`crawler.sharing`). Kept apart from the decisions'
+side so each module reads on its own; the state is the scheduler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.ahead import Queued
+from crawler.budget import PageBudget
+from crawler.config import CrawlConfig
+from crawler.frontier import Held, Ledger
+from crawler.judging import DecisionObserver, RequestGate
+from crawler.scope import spider_limit
+from crawler.seen import CrawlSeen
+from crawler.sharing import WorkSharing
+from crawler.skipped import SkippedRequests
+from dedup_worker.contract.reading import PageKey
+
+#: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
+LINK_META = "neardup_link"
+
+
+@dataclass
+class Want:
+    """A link a decided page wants: its held request, the page, the decision's priority level."""
+
+    held: Held
+    source: PageKey
+    level: int
+
+
+class LinksOut:
+    """The sending part of the link scheduler (see the module docstring)."""
+
+    crawler: Any
+    config: CrawlConfig
+    ledger: Ledger
+    gate: RequestGate
+    observer: DecisionObserver
+    budget: PageBudget
+    queued: Queued
+    skipped: SkippedRequests
+    sharing: WorkSharing | None
+    _seen: Callable[[], CrawlSeen]
+
+    @property
+    def stats(self) -> Any:
+        return self.crawler.stats  # set when the crawl starts, after the spider (and us)
+
+    def settle(self) -> bool:
+        """The crawl has nothing left to fetch: the observer releases what waits for decisions
+        that will not come (True if it released requests: the crawl goes on)."""
+        standby = self.budget.free_places()  # places given back after the last link came
+        for request in standby:
+            self._send_claimed(request)
+        return self.observer.settle() or bool(standby) or self._release_budget_waiting()
+
+    def _waits_for_budget(self, want: Want) -> bool:
+        return self._max_pages() is not None and self._likely_duplicate(want)
+
+    def _likely_duplicate(self, want: Want) -> bool:
+        likely = getattr(self.gate, "likely_duplicate", None)  # gates written before it: no
+        queued = self.queued.get
+        return likely is not None and bool(likely(want.held.url, lambda u: queued(u) is not None))
+
+    def close_budget_waiting(self) -> None:
+        """The crawl closes before its idle moment: what waits is over the budget (and what
+        stood by for a place is un-claimed)."""
+        for want in self.budget.waiting:
+            self._over_budget(want.held.request)
+        self.budget.waiting = []
+        for request in self.budget.standby:
+            self._seen().release(request.url, request.method, request.body)
+        self.budget.standby = []
+
+    def _release_budget_waiting(self) -> bool:
+        """The crawl is idle: what waited goes out, asking the gate again (crawler.budget)."""
+        waiting, self.budget.waiting = self.budget.waiting, []
+        sent = [self._send_scheduled(w) for w in waiting if self._gate_admits(w, claimed=True)]
+        return any(sent)
+
+    def _send_scheduled(self, want: Want) -> bool:
+        """A claimed link takes a place in the budget and goes to Scrapy's scheduler (False:
+        over the budget). Handed to a hungry process of the crawl instead, if one waits."""
+        request = want.held.request
+        if self._hands_over(want):
+            return True
+        if not self.take_budget():
+            self._over_budget(request)
+            return False
+        self.ledger.scheduled(request.url, want.source)
+        request.meta[LINK_META] = True
+        request.priority += want.level
+        self.crawler.engine.crawl(request)
+        self.queued.add(want.held.url, request)
+        self.stats.inc_value("dedup/outlinks_scheduled")
+        return True
+
+    def _hands_over(self, want: Want) -> bool:
+        """A released link goes to a hungry process of the crawl (:mod:`crawler.sharing`),
+        which takes a place in its own budget for it; this process forgets it. A likely
+        duplicate is not given: the peer's queue is empty, so it would go out at once."""
+        sharing = self.sharing
+        if sharing is None or not sharing.gives(len(self.queued)):
+            return False
+        if self._likely_duplicate(want):
+            # Kept: it waits here while its rule gathers checks; a peer would fetch it now.
+            return False
+        request = want.held.request
+        meta = {**request.meta, LINK_META: True}
+        given = request.replace(priority=request.priority + want.level, meta=meta)
+        if not sharing.hand_over(given, self.crawler.spider):
+            return False
+        self.ledger.dropped(request.url)
+        self.stats.inc_value("dedup/requests_handed_over")
+        return True
+
+    def take_shared(self) -> bool:
+        """Requests other processes of the crawl handed over go out from here (claimed by the
+        crawl: past the filter), each taking a place in the budget. False: none."""
+        if self.sharing is None:
+            return False
+        taken = self.sharing.take(self.budget.room(), self.crawler.spider)
+        for request in taken:
+            self.budget.take()  # there was room for it
+            request.meta[LINK_META] = True
+            self.crawler.engine.crawl(request.replace(dont_filter=True))
+        self.stats.inc_value("dedup/requests_taken_over", len(taken))
+        return bool(taken)
+
+    def _gate_admits(self, want: Want, claimed: bool = False) -> bool:
+        """Ask the gate; a link it skips is kept (``claimed`` or not) to be fetched back."""
+        reason = self.gate.admit(want.held.url, want.source)
+        if reason is not None:
+            self.stats.inc_value(f"dedup/requests_skipped/{reason}")
+            self.ledger.dropped(want.held.request.url)
+            self.skipped.add(want.held.url, want.held.request, claimed=claimed)
+        return reason is None
+
+    def _max_pages(self) -> int | None:
+        return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)
+
+    def take_budget(self) -> bool:
+        if self.budget.take():
+            return True
+        self.stats.inc_value("dedup/outlinks_over_budget")
+        return False
+
+    def refund(self, request: Any) -> None:
+        """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
+        goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any."""
+        if not request.meta.get(LINK_META):
+            return
+        self.stats.inc_value("dedup/budget_returned")
+        waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
+        if waiting is not None:
+            self._send_claimed(waiting)
+
+    def _send_claimed(self, request: Any) -> None:
+        """A request claimed when it went over the budget: past the filter."""
+        request.meta[LINK_META] = True
+        self.crawler.engine.crawl(request.replace(dont_filter=True))
+
+    def _over_budget(self, request: Any) -> None:
+        self.ledger.dropped(request.url)
+        if not self.budget.keep(request, self.crawler.crawling):  # leave it to whoever wants it
+            self._seen().release(request.url, request.method, request.body)

@@ -1,0 +1,234 @@
+"""Work shared between the crawler processes of one crawl.
+
+Every process of a crawl (same ``NEARDUP_CRAWL_ID`` and Redis) claims the links it finds in the
+crawl's seen set, so no URL is fetched twice; but a process fetches only the links *its own*
+pages release. Started with the same seeds, a second process found them claimed by the first
+and closed at once, having fetched nothing. Sharing fixes that, as scrapy-redis's shared queue
+does, without moving every request through Redis:
+
+- each process beats its state every ``BEAT_EVERY`` seconds into the crawl's peer table:
+  ``busy`` (it has requests or decisions to wait for) or ``hungry`` (idle, and the shared list
+  was empty when it looked);
+- a busy process that knows a hungry peer hands the links its decisions release over to the
+  crawl's shared list, once it keeps ``KEEP_LOCAL`` requests of its own queued, at most
+  ``GIVE_PER_BEAT`` a hungry peer per beat (its view of the table is as old as its last beat);
+- an idle process takes up to ``TAKE_AT_ONCE`` requests from the shared list (no more than its
+  ``max_pages`` budget has places for), and stays open while a peer beat ``busy`` within
+  ``PEER_TIMEOUT`` (a peer that stopped beating, killed, is not waited for);
+- a process never closes while the shared list holds requests: it takes them first.
+
+A request handed over is claimed in the seen set already, so the process taking it fetches it
+past the filter. Its page is published and decided by that process, as any page of its own.
+What it no longer has: the giver's correction (its source page turned out a duplicate) does not
+cancel it, and the giver's fetch-ahead and likely-duplicate checks do not see it queued. Both
+only cost fetches, and only while a peer is hungry. A request whose ``meta`` is not JSON stays
+with its process. Requests are JSON (``Request.to_dict``, headers and body as Latin-1 text),
+never pickled: what Redis holds is not code.
+
+The store (:class:`PeerStore`) is the crawl's peer table and shared list: in memory for one
+process (the tests, a crawl without Redis), in Redis for a crawl
+(:class:`crawler.sharing_redis.RedisPeerStore`); one contract suite runs on both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scrapy.utils.request import request_from_dict
+
+BUSY = "busy"
+HUNGRY = "hungry"
+#: Seconds between two beats of a process (its view of its peers is as old).
+BEAT_EVERY = 1.0
+#: A peer whose last beat is older is gone (killed): nobody waits for it.
+PEER_TIMEOUT = 30.0
+#: Requests a process keeps queued for itself before it hands links to a hungry peer.
+KEEP_LOCAL = 16
+#: Requests an idle process takes from the shared list at once.
+TAKE_AT_ONCE = 64
+#: Links handed over per hungry peer between two beats.
+GIVE_PER_BEAT = TAKE_AT_ONCE
+#: Seconds an idle process waits after finding the shared list empty before it looks again.
+LOOK_EVERY = 0.2
+
+
+@dataclass(frozen=True)
+class Peer:
+    state: str
+    at: float  # wall-clock seconds of its last beat (processes may be on other machines)
+
+
+class PeerStore(Protocol):
+    """The crawl's peer table and shared list of requests."""
+
+    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
+        """Record this process's state; every process's last beat, this one's included."""
+
+    def leave(self, token: str) -> None:
+        """This process is done: out of the table."""
+
+    def push(self, requests: Sequence[bytes]) -> None:
+        """Append requests to the shared list."""
+
+    def pop(self, count: int) -> list[bytes]:
+        """Take up to ``count`` requests from the front of the shared list (atomically: two
+        processes never take the same one)."""
+
+    def close(self) -> None: ...
+
+
+class MemoryPeerStore:
+    """One process's table and list (a crawl without Redis has no peers)."""
+
+    def __init__(self) -> None:
+        self.peers: dict[str, Peer] = {}
+        self.shared: deque[bytes] = deque()
+
+    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
+        self.peers[token] = Peer(state, at)
+        return dict(self.peers)
+
+    def leave(self, token: str) -> None:
+        self.peers.pop(token, None)
+
+    def push(self, requests: Sequence[bytes]) -> None:
+        self.shared.extend(requests)
+
+    def pop(self, count: int) -> list[bytes]:
+        return [self.shared.popleft() for _ in range(min(count, len(self.shared)))]
+
+    def close(self) -> None:
+        pass
+
+
+def process_token() -> str:
+    """This process in the peer table: host, pid and a random part (pids repeat)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class WorkSharing:
+    """One process's side of the sharing (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: PeerStore,
+        token: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.token = token or process_token()
+        self.clock = clock
+        self.state = BUSY
+        self._beaten_at: float | None = None
+        self._peers: dict[str, Peer] = {}
+        self._may_give = 0  # links this process may still hand over before its next beat
+        self._outbox: list[bytes] = []
+        self._found_empty_at: float | None = None
+
+    # ---- beats --------------------------------------------------------------------------
+
+    def due(self) -> bool:
+        return self._beaten_at is None or self.clock() - self._beaten_at >= BEAT_EVERY
+
+    def beat(self, state: str) -> None:
+        """Record ``state`` (BUSY or HUNGRY) and refresh the view of the peers."""
+        now = self.clock()
+        self.state, self._beaten_at = state, now
+        self._peers = {
+            token: peer
+            for token, peer in self.store.beat(self.token, state, now).items()
+            if token != self.token and now - peer.at <= PEER_TIMEOUT
+        }
+        self._may_give = GIVE_PER_BEAT * self.hungry_peers()
+
+    def hungry_peers(self) -> int:
+        return sum(1 for peer in self._peers.values() if peer.state == HUNGRY)
+
+    def peers_busy(self) -> bool:
+        """A peer beat BUSY lately: it may still hand links over."""
+        return any(peer.state == BUSY for peer in self._peers.values())
+
+    def leave(self) -> None:
+        self.store.leave(self.token)
+        self.store.close()
+
+    # ---- giving -------------------------------------------------------------------------
+
+    def gives(self, queued: int) -> bool:
+        """Whether the next released link goes to a hungry peer (this process has ``queued``
+        requests of its own waiting)."""
+        return self._may_give > 0 and queued >= KEEP_LOCAL
+
+    def hand_over(self, request: Any, spider: Any) -> bool:
+        """Put ``request`` in the outbox (sent by :meth:`flush`); False: it stays here."""
+        encoded = encode_request(request, spider)
+        if encoded is None:
+            return False
+        self._outbox.append(encoded)
+        self._may_give -= 1
+        return True
+
+    def flush(self) -> int:
+        """Send the outbox to the shared list (one round trip); how many went."""
+        out, self._outbox = self._outbox, []
+        if out:
+            self.store.push(out)
+        return len(out)
+
+    # ---- taking -------------------------------------------------------------------------
+
+    def take(self, room: int | None, spider: Any) -> list[Any]:
+        """Up to ``room`` requests (None: ``TAKE_AT_ONCE``) from the shared list, as requests of
+        ``spider``. An empty list is looked at again after ``LOOK_EVERY`` seconds at most."""
+        count = TAKE_AT_ONCE if room is None else min(room, TAKE_AT_ONCE)
+        now = self.clock()
+        recent = self._found_empty_at is not None and now - self._found_empty_at < LOOK_EVERY
+        if count <= 0 or recent:
+            return []
+        taken = self.store.pop(count)
+        self._found_empty_at = None if taken else now
+        return [decode_request(raw, spider) for raw in taken]
+
+    def waits_for_peers(self, room: int | None) -> bool:
+        """An idle process with nothing to take: whether it stays open, hungry, because a peer
+        may still hand links over (never when its budget has no place left)."""
+        if room == 0:
+            return False
+        if self.state != HUNGRY or self.due():
+            self.beat(HUNGRY)
+        return self.peers_busy()
+
+
+def encode_request(request: Any, spider: Any) -> bytes | None:
+    """``request`` as JSON (None: its callback is not the spider's, or its meta is not JSON)."""
+    try:
+        data: dict[str, Any] = request.to_dict(spider=spider)
+    except ValueError:
+        return None
+    data["headers"] = {
+        key.decode("latin-1"): [value.decode("latin-1") for value in values]
+        for key, values in data.get("headers", {}).items()
+    }
+    data["body"] = data.get("body", b"").decode("latin-1")
+    try:
+        return json.dumps(data, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return None
+
+
+def decode_request(raw: bytes, spider: Any) -> Any:
+    data = json.loads(raw)
+    data["headers"] = {
+        key.encode("latin-1"): [value.encode("latin-1") for value in values]
+        for key, values in data["headers"].items()
+    }
+    data["body"] = data["body"].encode("latin-1")
+    return request_from_dict(data, spider=spider)

@@ -1,0 +1,94 @@
+"""The crawl's peer table and shared list in Redis (:class:`RedisPeerStore`), for
+:mod:`crawler.sharing`: a hash ``neardup:crawl:{<id>}:crawlers`` (process token -> ``state
+wall-clock-seconds``) and a list ``neardup:crawl:{<id>}:shared`` of JSON requests. Both carry
+the crawl id as hash tag, as its seen sets do: one slot, so one server of a cluster serves all
+of a crawl's keys. Each operation is one command (a beat: HSET and HGETALL pipelined), so no
+check-then-insert spans two; LPOP with a count (Redis >= 6.2) hands each request to one taker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Self
+
+from crawler.seen import check_crawl_id
+from crawler.sharing import Peer
+from dedup_worker.adapters.redis_client import (
+    Client,
+    RedisSecurity,
+    check_binary,
+    connect,
+    describe,
+    translated,
+)
+
+
+def peers_key(crawl_id: str) -> str:
+    check_crawl_id(crawl_id)
+    return f"neardup:crawl:{{{crawl_id}}}:crawlers"
+
+
+def shared_key(crawl_id: str) -> str:
+    check_crawl_id(crawl_id)
+    return f"neardup:crawl:{{{crawl_id}}}:shared"
+
+
+class RedisPeerStore:
+    """The peer table and shared list of one crawl (see the module docstring)."""
+
+    def __init__(self, client: Client, crawl_id: str) -> None:
+        check_binary(client)
+        self._client = client
+        self.url = describe(client)
+        self.peers_key = peers_key(crawl_id)
+        self.shared_key = shared_key(crawl_id)
+
+    @classmethod
+    def from_url(
+        cls, url: str, crawl_id: str, secured: RedisSecurity | None = None, *, cluster: bool = False
+    ) -> Self:
+        client = connect(url, cluster=cluster, secured=secured, fail_fast=False)
+        with translated(describe(client)):
+            client.ping()
+        return cls(client, crawl_id)
+
+    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
+        with translated(self.url):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hset(self.peers_key, token, f"{state} {at:.3f}")
+            pipe.hgetall(self.peers_key)
+            table = pipe.execute()[1]
+        return {_text(token): _peer(value) for token, value in table.items()}
+
+    def leave(self, token: str) -> None:
+        with translated(self.url):
+            self._client.hdel(self.peers_key, token)
+
+    def push(self, requests: Sequence[bytes]) -> None:
+        if requests:
+            with translated(self.url):
+                self._client.rpush(self.shared_key, *requests)
+
+    def pop(self, count: int) -> list[bytes]:
+        if count <= 0:
+            return []
+        with translated(self.url):
+            taken = self._client.lpop(self.shared_key, count)
+        if not isinstance(taken, list):  # nil: the list is empty (or gone)
+            return []
+        return [item if isinstance(item, bytes) else item.encode() for item in taken]
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _peer(value: bytes | str) -> Peer:
+    state, _, at = _text(value).partition(" ")
+    try:
+        return Peer(state, float(at))
+    except ValueError:  # written by something else: a peer that never counts
+        return Peer(state, 0.0)

@@ -1,0 +1,145 @@
+"""Work sharing between a crawl's processes (crawler.sharing): when a busy process hands links
+over, when an idle one waits for its peers or closes, and requests through the shared list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import scrapy
+
+from crawler.sharing import (
+    BEAT_EVERY,
+    BUSY,
+    GIVE_PER_BEAT,
+    HUNGRY,
+    KEEP_LOCAL,
+    LOOK_EVERY,
+    PEER_TIMEOUT,
+    TAKE_AT_ONCE,
+    MemoryPeerStore,
+    WorkSharing,
+    decode_request,
+    encode_request,
+)
+from crawler.spider import NeardupSpider
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pair() -> tuple[WorkSharing, WorkSharing, Clock]:
+    store, clock = MemoryPeerStore(), Clock()
+    return WorkSharing(store, "busy", clock), WorkSharing(store, "idle", clock), clock
+
+
+def _spider() -> NeardupSpider:
+    return NeardupSpider(seeds="http://a.test/")
+
+
+def _request(url: str) -> scrapy.Request:
+    return _spider().page_request(url, depth=2)
+
+
+def test_a_busy_process_hands_links_over_only_to_a_hungry_peer_and_keeps_its_own_queue() -> None:
+    busy, idle, clock = _pair()
+    busy.beat(BUSY)
+    assert not busy.gives(queued=KEEP_LOCAL * 10)  # nobody is hungry
+    idle.beat(HUNGRY)
+    assert not busy.gives(queued=KEEP_LOCAL * 10)  # not seen before its next beat
+    clock.now += BEAT_EVERY
+    assert busy.due()
+    busy.beat(BUSY)
+    assert busy.gives(queued=KEEP_LOCAL)
+    assert not busy.gives(queued=KEEP_LOCAL - 1)  # too little queued here to give any away
+
+
+def test_at_most_a_batch_per_hungry_peer_is_handed_over_between_two_beats() -> None:
+    busy, idle, _ = _pair()
+    idle.beat(HUNGRY)
+    busy.beat(BUSY)
+    spider = _spider()
+    given = 0
+    while busy.gives(queued=KEEP_LOCAL):
+        assert busy.hand_over(_request(f"http://a.test/{given}"), spider)
+        given += 1
+    assert given == GIVE_PER_BEAT
+    assert busy.flush() == GIVE_PER_BEAT
+    assert busy.flush() == 0
+    taken = idle.take(None, spider)
+    assert [r.url for r in taken] == [f"http://a.test/{n}" for n in range(TAKE_AT_ONCE)]
+
+
+def test_an_idle_process_waits_while_a_peer_is_busy_and_not_for_a_peer_gone_silent() -> None:
+    busy, idle, clock = _pair()
+    busy.beat(BUSY)
+    assert idle.waits_for_peers(room=None)
+    assert idle.state == HUNGRY
+    clock.now += PEER_TIMEOUT + 1  # the busy process was killed: it no longer beats
+    assert not idle.waits_for_peers(room=None)
+
+
+def test_an_idle_process_with_no_place_left_in_its_budget_does_not_wait() -> None:
+    busy, idle, _ = _pair()
+    busy.beat(BUSY)
+    assert not idle.waits_for_peers(room=0)
+    assert idle.waits_for_peers(room=3)
+
+
+def test_two_idle_processes_do_not_wait_for_each_other() -> None:
+    first, second, _ = _pair()
+    first.beat(HUNGRY)
+    assert not second.waits_for_peers(room=None)
+    assert not first.waits_for_peers(room=None)
+
+
+def test_a_process_takes_no_more_than_its_budget_has_places_for() -> None:
+    busy, idle, _ = _pair()
+    spider = _spider()
+    urls = [f"http://a.test/{n}" for n in range(5)]
+    busy.store.push([encode_request(_request(url), spider) or b"" for url in urls])
+    assert [r.url for r in idle.take(2, spider)] == ["http://a.test/0", "http://a.test/1"]
+    assert idle.take(0, spider) == []
+    assert len(idle.take(None, spider)) == 3
+
+
+def test_an_empty_shared_list_is_looked_at_again_only_after_a_while() -> None:
+    busy, idle, clock = _pair()
+    spider = _spider()
+    assert idle.take(None, spider) == []
+    busy.store.push([encode_request(_request("http://a.test/x"), spider) or b""])
+    assert idle.take(None, spider) == []  # looked just now
+    clock.now += LOOK_EVERY
+    assert [r.url for r in idle.take(None, spider)] == ["http://a.test/x"]
+
+
+def test_a_request_crosses_the_shared_list_whole() -> None:
+    spider = _spider()
+    request = _request("http://a.test/p?q=1")
+    request = request.replace(
+        priority=42, headers={"Referer": "http://a.test/é"}, meta={**request.meta, "k": [1, "v"]}
+    )
+    encoded = encode_request(request, spider)
+    assert encoded is not None
+    back = decode_request(encoded, spider)
+    assert (back.url, back.priority, back.method) == (request.url, 42, "GET")
+    assert back.callback == spider.parse and back.errback == spider.on_error
+    assert back.meta == request.meta
+    assert back.headers.getlist("Referer") == request.headers.getlist("Referer")
+
+
+def test_a_request_that_cannot_be_json_stays_with_its_process() -> None:
+    spider = _spider()
+    busy, idle, _ = _pair()
+    idle.beat(HUNGRY)
+    busy.beat(BUSY)
+    odd: Any = _request("http://a.test/odd").replace(meta={"object": object()})
+    assert encode_request(odd, spider) is None
+    assert not busy.hand_over(odd, spider)
+    foreign = scrapy.Request("http://a.test/f", callback=lambda r: None)
+    assert encode_request(foreign, spider) is None
+    assert busy.flush() == 0
