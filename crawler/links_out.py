@@ -105,11 +105,13 @@ class LinksOut:
     def _hands_over(self, want: Want) -> bool:
         """A released link goes to a hungry process of the crawl (:mod:`crawler.sharing`),
         which takes a place in its own budget for it; this process forgets it. A likely
-        duplicate is not given: the peer's queue is empty, so it would go out at once."""
+        duplicate is not given while this process has places left: the peer's queue is empty,
+        so it would go out at once."""
         sharing = self.sharing
-        if sharing is None or not sharing.gives(len(self.queued)):
+        spent = self.budget.room() == 0  # this process could not send it: give it away
+        if sharing is None or not sharing.gives(len(self.queued), spent):
             return False
-        if self._likely_duplicate(want):
+        if not spent and self._likely_duplicate(want):
             # Kept: it waits here while its rule gathers checks; a peer would fetch it now.
             return False
         request = want.held.request

@@ -12,6 +12,10 @@ does, without moving every request through Redis:
 - a busy process that knows a hungry peer hands the links its decisions release over to the
   crawl's shared list, once it keeps ``KEEP_LOCAL`` requests of its own queued, at most
   ``GIVE_PER_BEAT`` a hungry peer per beat (its view of the table is as old as its last beat);
+- a process whose ``max_pages`` budget is spent hands over every link it could not send while
+  any peer is alive, hungry or not: a peer with places left takes them when it is idle (and
+  what nobody takes stays in the list, claimed, for a resumed crawl, as ``JOBDIR`` keeps the
+  links over a budget);
 - an idle process takes up to ``TAKE_AT_ONCE`` requests from the shared list (no more than its
   ``max_pages`` budget has places for), and stays open while a peer beat ``busy`` within
   ``PEER_TIMEOUT`` (a peer that stopped beating, killed, is not waited for);
@@ -162,9 +166,11 @@ class WorkSharing:
 
     # ---- giving -------------------------------------------------------------------------
 
-    def gives(self, queued: int) -> bool:
-        """Whether the next released link goes to a hungry peer (this process has ``queued``
-        requests of its own waiting)."""
+    def gives(self, queued: int, spent: bool = False) -> bool:
+        """Whether the next released link goes to a hungry peer: this process has ``queued``
+        requests of its own waiting, or its budget is ``spent`` (it could not send the link)."""
+        if spent:  # to the crawl's shared list, for whichever peer has places left
+            return bool(self._peers)
         return self._may_give > 0 and queued >= KEEP_LOCAL
 
     def hand_over(self, request: Any, spider: Any) -> bool:

@@ -143,3 +143,17 @@ def test_a_request_that_cannot_be_json_stays_with_its_process() -> None:
     foreign = scrapy.Request("http://a.test/f", callback=lambda r: None)
     assert encode_request(foreign, spider) is None
     assert busy.flush() == 0
+
+
+def test_a_process_whose_budget_is_spent_gives_what_it_could_not_send_to_any_live_peer() -> None:
+    spent, peer, clock = _pair()
+    spent.beat(BUSY)
+    assert not spent.gives(queued=0, spent=True)  # alone in the crawl: nobody would take it
+    peer.beat(BUSY)  # busy, not hungry: it takes the link once it is idle
+    clock.now += BEAT_EVERY
+    spent.beat(BUSY)
+    assert not spent.gives(queued=KEEP_LOCAL)
+    assert spent.gives(queued=0, spent=True)
+    clock.now += PEER_TIMEOUT + 1
+    spent.beat(BUSY)  # the peer stopped beating
+    assert not spent.gives(queued=0, spent=True)
