@@ -146,6 +146,7 @@ class CrawlRun:
         self.tally = Tally()
         self.started = time.monotonic()
         self.stats: dict[str, object] = {}
+        self.each_stats: list[dict[str, object]] = []  # one per spider (--crawlers)
         self.rules: list[RuleRow] = []
         self.embedded = False
 
@@ -204,7 +205,8 @@ class CrawlRun:
 
     def _collect(self, config: WorkerConfig, stats_files: list[Path]) -> None:
         """The spiders' counts, and the crawl's URL rules from Redis while it still runs."""
-        self.stats = merge_stats([read_stats(path) for path in stats_files])
+        self.each_stats = [read_stats(path) for path in stats_files]
+        self.stats = merge_stats(self.each_stats)
         try:
             self.rules = load_rules(config, str(self.stats.get("crawl_id", "")))
         except NeardupError as exc:
@@ -322,10 +324,28 @@ class CrawlRun:
             lines = summary_lines(self.tally.summary)
         print("\n".join(lines))
         print("\n".join(outcome_lines(self.stats, self.rules)))
+        if len(self.each_stats) > 1:
+            print(spiders_line(self.each_stats))
         print(f"decisions: {self.options.out} ({self.tally.summary.lines} lines)")
         if self.rules:
             print(f"URL rules: {rules_path(self.options.out)} (neardup report shows them)")
         print(f"logs: {self.options.state_dir}")
+
+
+def spiders_line(each: list[dict[str, object]]) -> str:
+    """How the crawl's spiders shared it (``--crawlers``)."""
+
+    def n(stats: dict[str, object], key: str) -> int:
+        value = stats.get(key, 0)
+        return int(value) if isinstance(value, int | float) else 0
+
+    fetched = " / ".join(str(n(stats, "dedup/pages_fetched")) for stats in each)
+    handed = sum(n(stats, "dedup/requests_handed_over") for stats in each)
+    taken = sum(n(stats, "dedup/requests_taken_over") for stats in each)
+    return (
+        f"spiders: {len(each)}, pages fetched {fetched}; links handed to an idle spider: "
+        f"{handed}, taken: {taken}"
+    )
 
 
 def summary_lines(summary: CrawlSummary) -> list[str]:

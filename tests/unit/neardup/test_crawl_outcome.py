@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from neardup.crawl_outcome import exit_code, failure, merge_stats
+from neardup.crawl_run import spiders_line
 
 
 def test_a_stalled_pipeline_fails_the_crawl_although_scrapy_exited_0() -> None:
@@ -48,3 +49,11 @@ def test_the_stats_of_several_spiders_add_up_and_a_failure_shows() -> None:
     assert merged["finish_reason"] == "dedup_stalled" and merged["crawl_id"] == "c1"
     assert merge_stats([first, {}]) == first  # a spider that wrote none
     assert merge_stats([]) == {}
+
+
+def test_the_summary_says_how_the_spiders_shared_the_crawl() -> None:
+    first = {"dedup/pages_fetched": 634, "dedup/requests_handed_over": 49}
+    second = {"dedup/pages_fetched": 351, "dedup/requests_taken_over": 49}
+    assert spiders_line([first, second]) == (
+        "spiders: 2, pages fetched 634 / 351; links handed to an idle spider: 49, taken: 49"
+    )
