@@ -115,10 +115,11 @@ def test_two_crawler_processes_share_the_crawl_and_fetch_no_url_twice(tmp_path: 
     out = tmp_path / "demo"
     figures = _crawl(sites, out, "--crawlers", "2")
     # Measured (29 Nov, twentieth session), by turns with one crawler: 119 / 135 / 124 / 120 /
-    # 119 / 127 fetched (63-79 duplicates) with two, 118-120 (62-64) with one. A link handed
-    # over goes out at once from the idle process, while in the busy one it would have waited
-    # for its rule's checks. The ceilings stay under a crawl of every link (146, 90).
-    _assert_figures(figures, full=(146, 90), fetched=142, duplicates_fetched=86)
+    # 119 / 127 / 136 fetched (63-80 duplicates) with two, 118-120 (62-64) with one. Some of
+    # a crawler's knowledge is its own (what waits in its queue, to fetch ahead or pace), so
+    # two fetch more copies of this small site. The ceilings stay under a crawl of every link
+    # (146, 90): what this test holds is the sharing, not the savings (README, "Scaling").
+    _assert_figures(figures, full=(146, 90), fetched=145, duplicates_fetched=89)
     assert figures["duplicates_fetched_by_rule"]["fetched_again"] == 0, figures  # no URL twice
     each = [json.loads((out / "state" / name).read_text()) for name in STATS_FILES]
     assert all(stats["dedup/pages_fetched"] > 0 for stats in each), each
