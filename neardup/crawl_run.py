@@ -57,6 +57,8 @@ from neardup.summary import CrawlSummary, suppressed_links
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 2.0
+#: ``CONCURRENT_REQUESTS_PER_DOMAIN`` of ``crawler.settings``: what one spider sends a host at once.
+PER_HOST_REQUESTS = 8
 #: A dedup worker, on this interpreter (the ``dedup-worker`` console script's module).
 _WORKER_ARGV = [sys.executable, "-m", "dedup_worker.worker.main"]
 
@@ -258,6 +260,10 @@ class CrawlRun:
             "-a",
             "seeds=" + ",".join(o.seeds),
         ]
+        if o.crawlers > 1:
+            # As polite to each host as one spider: the per-host concurrency is split too.
+            per_host = max(1, PER_HOST_REQUESTS // o.crawlers)
+            argv += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_host}"]
         if o.max_pages:
             # Split between the crawlers: a process with places left takes the others' links.
             argv += ["-a", f"max_pages={-(-o.max_pages // o.crawlers)}"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from neardup.crawl_outcome import exit_code, failure, merge_stats
-from neardup.crawl_run import spiders_line
+from neardup.crawl_run import PER_HOST_REQUESTS, CrawlOptions, CrawlRun, spiders_line
 
 
 def test_a_stalled_pipeline_fails_the_crawl_although_scrapy_exited_0() -> None:
@@ -57,3 +60,15 @@ def test_the_summary_says_how_the_spiders_shared_the_crawl() -> None:
     assert spiders_line([first, second]) == (
         "spiders: 2, pages fetched 634 / 351; links handed to an idle spider: 49, taken: 49"
     )
+
+
+def test_several_spiders_split_the_budget_and_each_hosts_concurrency() -> None:
+    from crawler import settings
+
+    assert settings.CONCURRENT_REQUESTS_PER_DOMAIN == PER_HOST_REQUESTS
+    options = CrawlOptions(seeds=("http://a.test/",), out=Path("d.jsonl"), max_pages=101)
+    argv = " ".join(CrawlRun(options)._spider_argv())
+    assert "max_pages=101" in argv and "CONCURRENT_REQUESTS_PER_DOMAIN" not in argv
+    argv = " ".join(CrawlRun(replace(options, crawlers=3))._spider_argv())
+    assert "max_pages=34" in argv  # 3 x 34 >= 101: no place lost to rounding
+    assert f"CONCURRENT_REQUESTS_PER_DOMAIN={PER_HOST_REQUESTS // 3}" in argv
