@@ -144,7 +144,11 @@ class TopicAdmin:
         placed = [TopicPartition(topic, p, o) for p, o in offsets.items()]
         request = ConsumerGroupTopicPartitions(group, placed)
         with kafka_errors(f"committing offsets of {group} on {topic}"):
-            futures = self._admin.alter_consumer_group_offsets([request])
+            # Bounded as every admin call here: without it librdkafka waits socket.timeout.ms
+            # (60 s), and a worker told to stop while its broker is gone took 65 s to exit.
+            futures = self._admin.alter_consumer_group_offsets(
+                [request], request_timeout=REQUEST_TIMEOUT_S
+            )
             futures[group].result()
 
     def wait_for(self, topic: str, timeout: float = REQUEST_TIMEOUT_S) -> list[int]:
