@@ -128,7 +128,12 @@ class LinksOut:
         crawl: past the filter), each taking a place in the budget. False: none."""
         if self.sharing is None:
             return False
+        unreadable = self.sharing.unreadable
         taken = self.sharing.take(self.budget.room(), self.crawler.spider)
+        if self.sharing.unreadable > unreadable:
+            self.stats.inc_value(
+                "dedup/requests_taken_unreadable", self.sharing.unreadable - unreadable
+            )
         for request in taken:
             self.budget.take()  # there was room for it
             request.meta[LINK_META] = True

@@ -41,7 +41,7 @@ from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
 from crawler.rules_setup import install_rules, uninstall_rules
 from crawler.session import NeardupSession
-from crawler.sharing import BUSY
+from crawler.sharing import BUSY, PEER_TIMEOUT
 from dedup_worker.adapters.kafka import DecisionFeed
 from dedup_worker.contract.messages import Decision
 from dedup_worker.contract.predictions import PredictedDuplicate
@@ -65,6 +65,7 @@ class DecisionScheduler:
         self.feed = DecisionFeed(self.config.kafka(), self.config.decisions_topic)
         self._loop: LoopingCall | None = None
         self._closing = False
+        self._sharing_failed_at: float | None = None  # monotonic time of the first failure
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -155,11 +156,25 @@ class DecisionScheduler:
 
     def _shared_work(self) -> bool:
         """The crawl's other processes handed requests over (they go out now), or one of them
-        is busy and may still (:mod:`crawler.sharing`)."""
+        is busy and may still (:mod:`crawler.sharing`).
+
+        If the store fails (Redis restarting), the spider stays open and asks again: an
+        exception here would close an idle spider (Scrapy logs what ``spider_idle`` raises and
+        closes) while a peer may be handing it links. After ``PEER_TIMEOUT`` seconds of failures
+        it gives up sharing and may close, as if every peer had gone silent."""
         sharing = self.links.sharing
         if sharing is None:
             return False
-        return self.links.take_shared() or sharing.waits_for_peers(self.links.budget.room())
+        try:
+            shared = self.links.take_shared() or sharing.waits_for_peers(self.links.budget.room())
+        except Exception:
+            now = time.monotonic()
+            self._sharing_failed_at = self._sharing_failed_at or now
+            self.stats.inc_value("dedup/sharing_errors")
+            logger.exception("the crawl's shared work is out of reach (Redis?); asking again")
+            return now - self._sharing_failed_at < PEER_TIMEOUT
+        self._sharing_failed_at = None
+        return shared
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
         if self._loop is not None and self._loop.running:

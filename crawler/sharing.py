@@ -37,6 +37,7 @@ process (the tests, a crawl without Redis), in Redis for a crawl
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -47,6 +48,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scrapy.utils.request import request_from_dict
+
+logger = logging.getLogger(__name__)
 
 BUSY = "busy"
 HUNGRY = "hungry"
@@ -126,26 +129,31 @@ class WorkSharing:
         store: PeerStore,
         token: str | None = None,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.token = token or process_token()
-        self.clock = clock
+        self.clock = clock  # wall clock: the beats' times, compared across machines
+        self.timer = timer  # this process's own intervals: no step back when the clock is set
         self.state = BUSY
         self._beaten_at: float | None = None
         self._peers: dict[str, Peer] = {}
         self._may_give = 0  # links this process may still hand over before its next beat
         self._outbox: list[bytes] = []
-        self._found_empty_at: float | None = None
+        self._found_empty_at: float | None = None  # timer() of the last look at an empty list
+        self._looked_since_beat = False  # the shared list was read after the last beat
+        self.unreadable = 0  # shared requests this process could not decode (logged)
 
     # ---- beats --------------------------------------------------------------------------
 
     def due(self) -> bool:
-        return self._beaten_at is None or self.clock() - self._beaten_at >= BEAT_EVERY
+        return self._beaten_at is None or self.timer() - self._beaten_at >= BEAT_EVERY
 
     def beat(self, state: str) -> None:
         """Record ``state`` (BUSY or HUNGRY) and refresh the view of the peers."""
         now = self.clock()
-        self.state, self._beaten_at = state, now
+        self.state, self._beaten_at = state, self.timer()
+        self._looked_since_beat = False
         self._peers = {
             token: peer
             for token, peer in self.store.beat(self.token, state, now).items()
@@ -183,10 +191,16 @@ class WorkSharing:
         return True
 
     def flush(self) -> int:
-        """Send the outbox to the shared list (one round trip); how many went."""
+        """Send the outbox to the shared list (one round trip); how many went. If the store
+        fails, the outbox is kept for the next flush: its links are claimed in the seen set and
+        no longer queued here, so nobody else would fetch them."""
         out, self._outbox = self._outbox, []
         if out:
-            self.store.push(out)
+            try:
+                self.store.push(out)
+            except Exception:
+                self._outbox = out + self._outbox
+                raise
         return len(out)
 
     # ---- taking -------------------------------------------------------------------------
@@ -195,22 +209,39 @@ class WorkSharing:
         """Up to ``room`` requests (None: ``TAKE_AT_ONCE``) from the shared list, as requests of
         ``spider``. An empty list is looked at again after ``LOOK_EVERY`` seconds at most."""
         count = TAKE_AT_ONCE if room is None else min(room, TAKE_AT_ONCE)
-        now = self.clock()
+        now = self.timer()
         recent = self._found_empty_at is not None and now - self._found_empty_at < LOOK_EVERY
         if count <= 0 or recent:
             return []
         taken = self.store.pop(count)
         self._found_empty_at = None if taken else now
-        return [decode_request(raw, spider) for raw in taken]
+        self._looked_since_beat = True
+        requests = []
+        for raw in taken:
+            try:
+                requests.append(decode_request(raw, spider))
+            except Exception:  # one bad entry (another spider's version?) must not cost the rest
+                self.unreadable += 1
+                logger.exception("dropping a shared request this spider cannot read: %.200r", raw)
+        return requests
 
     def waits_for_peers(self, room: int | None) -> bool:
         """An idle process with nothing to take: whether it stays open, hungry, because a peer
-        may still hand links over (never when its budget has no place left)."""
+        may still hand links over (never when its budget has no place left).
+
+        A peer hands its last links over and then leaves. If the list was last looked at
+        before the beat that shows no busy peer left, those links may have come in between:
+        the process stays open for one more look, without waiting ``LOOK_EVERY``."""
         if room == 0:
             return False
         if self.state != HUNGRY or self.due():
             self.beat(HUNGRY)
-        return self.peers_busy()
+        if self.peers_busy():
+            return True
+        if not self._looked_since_beat:
+            self._found_empty_at = None
+            return True
+        return False
 
 
 def encode_request(request: Any, spider: Any) -> bytes | None:

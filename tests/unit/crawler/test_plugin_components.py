@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import scrapy
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest
 from scrapy.http import HtmlResponse, Request
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
@@ -25,6 +25,7 @@ from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
 from crawler.rules_setup import install_rules
 from crawler.scheduling import DecisionScheduler
 from crawler.session import NeardupSession, missing_components
+from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
 from dedup_worker.contract.messages import Decision, Page, Verdict
 
 PLUGIN = {
@@ -467,3 +468,30 @@ def test_components_refuse_to_start_without_the_others() -> None:
     with pytest.raises(ConfigError, match="Add neardup to your Scrapy project"):
         NeardupSpiderMiddleware.from_crawler(crawler)
     assert missing_components(get_crawler(UserSpider, PLUGIN).settings) == []
+
+
+class UnreachableStore(MemoryPeerStore):
+    """The crawl's peer table while Redis restarts."""
+
+    def pop(self, count: int) -> list[bytes]:
+        raise ConnectionError("Redis is restarting")
+
+
+def test_an_idle_spider_whose_shared_work_is_out_of_reach_stays_open_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scrapy closes an idle spider when a ``spider_idle`` handler raises: a Redis restart
+    would close it while a peer may hand it links. It stays open, asking again, until the
+    failures outlast PEER_TIMEOUT (as if every peer had gone silent)."""
+    plugin = Plugin()
+    plugin.session.links.sharing = WorkSharing(UnreachableStore())
+    scheduler = DecisionScheduler(plugin.crawler, plugin.session)
+    now = [100.0]
+    monkeypatch.setattr("crawler.scheduling.time.monotonic", lambda: now[0])
+    for step in (0.0, 1.0, PEER_TIMEOUT - 2):
+        now[0] += step
+        with pytest.raises(DontCloseSpider):
+            scheduler.spider_idle(plugin.crawler.spider)
+    assert plugin.stat("dedup/sharing_errors") == 3
+    now[0] += 2
+    scheduler.spider_idle(plugin.crawler.spider)  # may close now

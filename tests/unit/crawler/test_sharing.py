@@ -3,8 +3,10 @@ over, when an idle one waits for its peers or closes, and requests through the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
 import scrapy
 
 from crawler.sharing import (
@@ -34,7 +36,11 @@ class Clock:
 
 def _pair() -> tuple[WorkSharing, WorkSharing, Clock]:
     store, clock = MemoryPeerStore(), Clock()
-    return WorkSharing(store, "busy", clock), WorkSharing(store, "idle", clock), clock
+    return (
+        WorkSharing(store, "busy", clock, clock),
+        WorkSharing(store, "idle", clock, clock),
+        clock,
+    )
 
 
 def _spider() -> NeardupSpider:
@@ -74,13 +80,19 @@ def test_at_most_a_batch_per_hungry_peer_is_handed_over_between_two_beats() -> N
     assert [r.url for r in taken] == [f"http://a.test/{n}" for n in range(TAKE_AT_ONCE)]
 
 
+def _stays_open(sharing: WorkSharing, room: int | None = None) -> bool:
+    """An idle check as the scheduler makes it: take what was handed over, else wait?"""
+    return bool(sharing.take(room, _spider())) or sharing.waits_for_peers(room)
+
+
 def test_an_idle_process_waits_while_a_peer_is_busy_and_not_for_a_peer_gone_silent() -> None:
     busy, idle, clock = _pair()
     busy.beat(BUSY)
-    assert idle.waits_for_peers(room=None)
+    assert _stays_open(idle)
     assert idle.state == HUNGRY
     clock.now += PEER_TIMEOUT + 1  # the busy process was killed: it no longer beats
-    assert not idle.waits_for_peers(room=None)
+    assert _stays_open(idle)  # its beat shows nobody busy: one more look at the list
+    assert not _stays_open(idle)
 
 
 def test_an_idle_process_with_no_place_left_in_its_budget_does_not_wait() -> None:
@@ -93,8 +105,9 @@ def test_an_idle_process_with_no_place_left_in_its_budget_does_not_wait() -> Non
 def test_two_idle_processes_do_not_wait_for_each_other() -> None:
     first, second, _ = _pair()
     first.beat(HUNGRY)
-    assert not second.waits_for_peers(room=None)
-    assert not first.waits_for_peers(room=None)
+    assert _stays_open(second)  # its first beat came after its look at the list: once more
+    assert not _stays_open(second)
+    assert not _stays_open(first)  # it beat before it looked
 
 
 def test_a_process_takes_no_more_than_its_budget_has_places_for() -> None:
@@ -157,3 +170,74 @@ def test_a_process_whose_budget_is_spent_gives_what_it_could_not_send_to_any_liv
     clock.now += PEER_TIMEOUT + 1
     spent.beat(BUSY)  # the peer stopped beating
     assert not spent.gives(queued=0, spent=True)
+
+
+def test_an_idle_process_looks_once_more_after_the_beat_that_shows_the_busy_peer_gone() -> None:
+    """The last busy peer hands its links over and leaves between two looks at the list: the
+    beat that shows it gone does not close the idle process before it looked again."""
+    busy, idle, clock = _pair()
+    spider = _spider()
+    busy.beat(BUSY)
+    assert idle.take(None, spider) == []
+    assert idle.waits_for_peers(room=None)  # the busy peer may still hand links over
+    clock.now += BEAT_EVERY - 0.125  # (steps exact in binary: the beat is due to the bit)
+    assert idle.take(None, spider) == []  # looks: still empty
+    clock.now += 0.0625
+    busy.hand_over(_request("http://a.test/last"), spider)
+    busy.flush()
+    busy.leave()
+    clock.now += 0.0625  # the beat is due; the last look is too recent to look again
+    assert idle.due() and LOOK_EVERY > 0.125
+    assert idle.take(None, spider) == []
+    assert idle.waits_for_peers(room=None)  # no busy peer, but the list was seen before that
+    assert [r.url for r in idle.take(None, spider)] == ["http://a.test/last"]
+    assert idle.take(None, spider) == []
+    assert not idle.waits_for_peers(room=None)  # looked after the beat: nothing left, closes
+
+
+class FailingStore(MemoryPeerStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = True
+
+    def push(self, requests: Sequence[bytes]) -> None:
+        if self.fail:
+            raise ConnectionError("Redis is restarting")
+        super().push(requests)
+
+
+def test_links_whose_hand_over_fails_are_kept_for_the_next_flush() -> None:
+    store, clock, spider = FailingStore(), Clock(), _spider()
+    busy = WorkSharing(store, "busy", clock, clock)
+    WorkSharing(store, "idle", clock, clock).beat(HUNGRY)
+    busy.beat(BUSY)
+    busy.hand_over(_request("http://a.test/1"), spider)
+    with pytest.raises(ConnectionError):
+        busy.flush()
+    busy.hand_over(_request("http://a.test/2"), spider)
+    store.fail = False
+    assert busy.flush() == 2
+    assert [decode_request(raw, spider).url for raw in store.shared] == [
+        "http://a.test/1",
+        "http://a.test/2",
+    ]
+
+
+def test_an_entry_a_process_cannot_read_costs_only_itself() -> None:
+    busy, idle, _ = _pair()
+    spider = _spider()
+    good = encode_request(_request("http://a.test/ok"), spider) or b""
+    busy.store.push([b"{not json", good, b'{"url": "http://a.test/no-headers"}'])
+    assert [r.url for r in idle.take(None, spider)] == ["http://a.test/ok"]
+    assert idle.unreadable == 2
+
+
+def test_beats_keep_their_pace_when_the_wall_clock_is_set_back() -> None:
+    """Intervals are timed on a monotonic timer: an NTP step back of the wall clock must not
+    stop a process beating (its peers would take it for dead after PEER_TIMEOUT)."""
+    wall, timer = Clock(), Clock()
+    busy = WorkSharing(MemoryPeerStore(), "busy", wall, timer)
+    busy.beat(BUSY)
+    wall.now -= 3600
+    timer.now += BEAT_EVERY
+    assert busy.due()
