@@ -122,7 +122,10 @@ def test_two_crawler_processes_share_the_crawl_and_fetch_no_url_twice(tmp_path: 
     _assert_figures(figures, full=(146, 90), fetched=145, duplicates_fetched=89)
     assert figures["duplicates_fetched_by_rule"]["fetched_again"] == 0, figures  # no URL twice
     each = [json.loads((out / "state" / name).read_text()) for name in STATS_FILES]
-    assert all(stats["dedup/pages_fetched"] > 0 for stats in each), each
+    # Both spiders work: each fetched pages or requested links handed over (on a fast host the
+    # first spider can finish the site while the second takes only dead links: 2 404s).
+    worked = [s.get("dedup/pages_fetched", 0) + s.get("dedup/requests_taken_over", 0) for s in each]
+    assert all(worked), each
     handed = sum(stats.get("dedup/requests_handed_over", 0) for stats in each)
     taken = sum(stats.get("dedup/requests_taken_over", 0) for stats in each)
     assert handed == taken > 0, each  # nothing left in the shared list
