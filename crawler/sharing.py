@@ -70,14 +70,15 @@ LOOK_EVERY = 0.2
 @dataclass(frozen=True)
 class Peer:
     state: str
-    at: float  # wall-clock seconds of its last beat (processes may be on other machines)
+    age: float  # seconds since its last beat, by the store's clock (one clock for all machines)
 
 
 class PeerStore(Protocol):
     """The crawl's peer table and shared list of requests."""
 
-    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
-        """Record this process's state; every process's last beat, this one's included."""
+    def beat(self, token: str, state: str) -> dict[str, Peer]:
+        """Record this process's state; every process's last beat, this one's included, aged
+        by the store's own clock (Redis's ``TIME``), so the machines' clocks need not agree."""
 
     def leave(self, token: str) -> None:
         """This process is done: out of the table."""
@@ -95,13 +96,15 @@ class PeerStore(Protocol):
 class MemoryPeerStore:
     """One process's table and list (a crawl without Redis has no peers)."""
 
-    def __init__(self) -> None:
-        self.peers: dict[str, Peer] = {}
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.peers: dict[str, tuple[str, float]] = {}  # token -> (state, time of its beat)
         self.shared: deque[bytes] = deque()
 
-    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
-        self.peers[token] = Peer(state, at)
-        return dict(self.peers)
+    def beat(self, token: str, state: str) -> dict[str, Peer]:
+        now = self.clock()
+        self.peers[token] = (state, now)
+        return {token: Peer(state, now - at) for token, (state, at) in self.peers.items()}
 
     def leave(self, token: str) -> None:
         self.peers.pop(token, None)
@@ -128,12 +131,10 @@ class WorkSharing:
         self,
         store: PeerStore,
         token: str | None = None,
-        clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.token = token or process_token()
-        self.clock = clock  # wall clock: the beats' times, compared across machines
         self.timer = timer  # this process's own intervals: no step back when the clock is set
         self.state = BUSY
         self._beaten_at: float | None = None
@@ -151,13 +152,12 @@ class WorkSharing:
 
     def beat(self, state: str) -> None:
         """Record ``state`` (BUSY or HUNGRY) and refresh the view of the peers."""
-        now = self.clock()
         self.state, self._beaten_at = state, self.timer()
         self._looked_since_beat = False
         self._peers = {
             token: peer
-            for token, peer in self.store.beat(self.token, state, now).items()
-            if token != self.token and now - peer.at <= PEER_TIMEOUT
+            for token, peer in self.store.beat(self.token, state).items()
+            if token != self.token and peer.age <= PEER_TIMEOUT
         }
         self._may_give = GIVE_PER_BEAT * self.hungry_peers()
 

@@ -1,9 +1,11 @@
 """The crawl's peer table and shared list in Redis (:class:`RedisPeerStore`), for
 :mod:`crawler.sharing`: a hash ``neardup:crawl:{<id>}:crawlers`` (process token -> ``state
-wall-clock-seconds``) and a list ``neardup:crawl:{<id>}:shared`` of JSON requests. Both carry
-the crawl id as hash tag, as its seen sets do: one slot, so one server of a cluster serves all
-of a crawl's keys. Each operation is one command (a beat: HSET and HGETALL pipelined), so no
-check-then-insert spans two; LPOP with a count (Redis >= 6.2) hands each request to one taker.
+seconds``, the server's ``TIME`` of its last beat) and a list ``neardup:crawl:{<id>}:shared``
+of JSON requests. Both carry the crawl id as hash tag, as its seen sets do: one slot, so one
+server of a cluster serves all of a crawl's keys. Each operation is one command or script, so
+no check-then-insert spans two; LPOP with a count (Redis >= 6.2) hands each request to one
+taker. Beats are timed and aged by the server's clock: crawler processes on machines whose
+clocks disagree still see each other's beats at their true age.
 """
 
 from __future__ import annotations
@@ -21,6 +23,24 @@ from dedup_worker.adapters.redis_client import (
     describe,
     translated,
 )
+
+#: Record a process's state at the server's time; every process's state and age.
+#:
+#: KEYS[1]   the crawl's peer table (hash: token -> "state seconds")
+#: ARGV[1]   this process's token
+#: ARGV[2]   its state ("busy" / "hungry")
+#:
+#: Returns {now, token1, value1, token2, value2, ...}: the server's time (seconds, as text) and
+#: the table as HGETALL gives it. TIME before a write is allowed: scripts replicate their
+#: effects (the default since Redis 5).
+BEAT_SCRIPT = """
+local t = redis.call('TIME')
+local now = string.format('%d.%06d', t[1], t[2])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. now)
+local reply = redis.call('HGETALL', KEYS[1])
+table.insert(reply, 1, now)
+return reply
+"""
 
 
 def peers_key(crawl_id: str) -> str:
@@ -42,6 +62,7 @@ class RedisPeerStore:
         self.url = describe(client)
         self.peers_key = peers_key(crawl_id)
         self.shared_key = shared_key(crawl_id)
+        self._beat = client.register_script(BEAT_SCRIPT)
 
     @classmethod
     def from_url(
@@ -52,13 +73,12 @@ class RedisPeerStore:
             client.ping()
         return cls(client, crawl_id)
 
-    def beat(self, token: str, state: str, at: float) -> dict[str, Peer]:
+    def beat(self, token: str, state: str) -> dict[str, Peer]:
         with translated(self.url):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.hset(self.peers_key, token, f"{state} {at:.3f}")
-            pipe.hgetall(self.peers_key)
-            table = pipe.execute()[1]
-        return {_text(token): _peer(value) for token, value in table.items()}
+            reply = self._beat(keys=[self.peers_key], args=[token, state])
+        now = float(_text(reply[0]))
+        pairs = zip(reply[1::2], reply[2::2], strict=True)
+        return {_text(token): _peer(value, now) for token, value in pairs}
 
     def leave(self, token: str) -> None:
         with translated(self.url):
@@ -86,9 +106,9 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _peer(value: bytes | str) -> Peer:
+def _peer(value: bytes | str, now: float) -> Peer:
     state, _, at = _text(value).partition(" ")
     try:
-        return Peer(state, float(at))
+        return Peer(state, now - float(at))
     except ValueError:  # written by something else: a peer that never counts
-        return Peer(state, 0.0)
+        return Peer(state, float("inf"))

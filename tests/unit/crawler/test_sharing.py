@@ -35,12 +35,9 @@ class Clock:
 
 
 def _pair() -> tuple[WorkSharing, WorkSharing, Clock]:
-    store, clock = MemoryPeerStore(), Clock()
-    return (
-        WorkSharing(store, "busy", clock, clock),
-        WorkSharing(store, "idle", clock, clock),
-        clock,
-    )
+    clock = Clock()
+    store = MemoryPeerStore(clock)
+    return WorkSharing(store, "busy", clock), WorkSharing(store, "idle", clock), clock
 
 
 def _spider() -> NeardupSpider:
@@ -207,9 +204,9 @@ class FailingStore(MemoryPeerStore):
 
 
 def test_links_whose_hand_over_fails_are_kept_for_the_next_flush() -> None:
-    store, clock, spider = FailingStore(), Clock(), _spider()
-    busy = WorkSharing(store, "busy", clock, clock)
-    WorkSharing(store, "idle", clock, clock).beat(HUNGRY)
+    store, spider = FailingStore(), _spider()
+    busy = WorkSharing(store, "busy")
+    WorkSharing(store, "idle").beat(HUNGRY)
     busy.beat(BUSY)
     busy.hand_over(_request("http://a.test/1"), spider)
     with pytest.raises(ConnectionError):
@@ -232,12 +229,20 @@ def test_an_entry_a_process_cannot_read_costs_only_itself() -> None:
     assert idle.unreadable == 2
 
 
-def test_beats_keep_their_pace_when_the_wall_clock_is_set_back() -> None:
-    """Intervals are timed on a monotonic timer: an NTP step back of the wall clock must not
-    stop a process beating (its peers would take it for dead after PEER_TIMEOUT)."""
-    wall, timer = Clock(), Clock()
-    busy = WorkSharing(MemoryPeerStore(), "busy", wall, timer)
+def test_a_process_beats_on_its_own_timer_and_ages_its_peers_by_the_stores_clock() -> None:
+    """Its beats are paced by a monotonic timer (an NTP step of the wall clock must not stop
+    them: the peers would take it for dead); peers' ages come from the store's one clock, so
+    processes on machines whose clocks disagree still see each other alive."""
+    store_clock, busy_timer, idle_timer = Clock(), Clock(), Clock()
+    store = MemoryPeerStore(store_clock)
+    busy, idle = WorkSharing(store, "busy", busy_timer), WorkSharing(store, "idle", idle_timer)
     busy.beat(BUSY)
-    wall.now -= 3600
-    timer.now += BEAT_EVERY
+    assert not busy.due()
+    busy_timer.now += BEAT_EVERY
     assert busy.due()
+    store_clock.now += PEER_TIMEOUT  # the store's clock alone says how old a beat is
+    assert _stays_open(idle)  # the busy beat is PEER_TIMEOUT old: still alive
+    store_clock.now += 1
+    idle_timer.now += BEAT_EVERY
+    assert _stays_open(idle)  # its beat shows nobody busy, after its look: one more look
+    assert not _stays_open(idle)
