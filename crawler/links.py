@@ -311,11 +311,12 @@ class LinkScheduler(LinksOut):
                 self.crawler.engine.crawl(request.replace(dont_filter=True))
 
     def dropped(self, request: Any) -> None:
-        """Scrapy's scheduler refused a released request."""
+        """Scrapy's scheduler refused a released request, or a seed: one claimed by another
+        process of the crawl (or an earlier run of it) gives back the place it took at open."""
         if request.meta.get(LINK_META):
             self.ledger.dropped(request.url)
             self.queued.discard(canonicalize_url(request.url, self._drop_params))
-            self.refund(request)
+        self.refund(request)
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

@@ -20,6 +20,7 @@ from crawler.scope import spider_limit
 from crawler.seen import CrawlSeen
 from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
+from crawler.urls import canonicalize_url
 from dedup_worker.contract.reading import PageKey
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
@@ -161,13 +162,20 @@ class LinksOut:
 
     def refund(self, request: Any) -> None:
         """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
-        goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any."""
-        if not request.meta.get(LINK_META):
+        goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any.
+        A seed counts as paid for (the budget counts the spider's seeds as it opens)."""
+        if not (request.meta.get(LINK_META) or self._is_seed(request)):
             return
         self.stats.inc_value("dedup/budget_returned")
         waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
         if waiting is not None:
             self._send_claimed(waiting)
+
+    def _is_seed(self, request: Any) -> bool:
+        seeds = getattr(self.crawler.spider, "seeds", None)
+        if not seeds or request.meta.get("depth") != 0:
+            return False
+        return canonicalize_url(request.url) in seeds
 
     def _send_claimed(self, request: Any) -> None:
         """A request claimed when it went over the budget: past the filter."""

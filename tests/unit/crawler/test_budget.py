@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request
 
 from crawler.judging import AdmitAll
 from crawler.links import LINK_META
@@ -102,3 +103,19 @@ def test_with_jobdir_a_returned_place_goes_to_the_first_request_deferred() -> No
     again = plugin.engine.crawled[-1]
     assert again.dont_filter and again.meta[LINK_META]  # claimed already: past the filter
     assert [r.url for r in links.budget.deferred] == ["http://a.test/3"]
+
+
+def test_a_seed_another_process_claimed_gives_back_the_place_it_took_at_open() -> None:
+    """The budget counts the spider's seeds as it opens. With ``--crawlers N`` every spider has
+    the seeds, one claims each, and the others' are refused by the shared seen filter: those
+    places come back (the second held-out set's 14 seeds were counted by both spiders)."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=3)
+    links = plugin.session.links
+    spider = plugin.crawler.spider
+    spider.seeds = ["http://a.test/", "http://b.test/"]
+    links.budget.spent = len(spider.seeds)  # as the scheduler counts them at open
+    links.dropped(Request("http://b.test/", meta={"depth": 0}))  # claimed elsewhere
+    assert links.budget.spent == 1 and plugin.stat("dedup/budget_returned") == 1
+    links.dropped(Request("http://a.test/other", meta={"depth": 0}))  # a start URL, not a seed
+    links.dropped(Request("http://a.test/", meta={"depth": 1}))  # a link to the seed's page
+    assert links.budget.spent == 1
