@@ -348,10 +348,16 @@ def spiders_line(each: list[dict[str, object]]) -> str:
     fetched = " / ".join(str(n(stats, "dedup/pages_fetched")) for stats in each)
     handed = sum(n(stats, "dedup/requests_handed_over") for stats in each)
     taken = sum(n(stats, "dedup/requests_taken_over") for stats in each)
-    return (
+    line = (
         f"spiders: {len(each)}, pages fetched {fetched}; links handed to an idle spider: "
         f"{handed}, taken: {taken}"
     )
+    if handed > taken:  # handed over by spiders whose share of the budget was spent
+        line += (
+            f"; {handed - taken} left in the crawl's shared list with the budget spent "
+            "(the same crawl id run again takes them)"
+        )
+    return line
 
 
 def summary_lines(summary: CrawlSummary) -> list[str]:

@@ -60,6 +60,11 @@ def test_the_summary_says_how_the_spiders_shared_the_crawl() -> None:
     assert spiders_line([first, second]) == (
         "spiders: 2, pages fetched 634 / 351; links handed to an idle spider: 49, taken: 49"
     )
+    spent = {"dedup/pages_fetched": 277, "dedup/requests_handed_over": 801}
+    assert spiders_line([spent, {"dedup/requests_taken_over": 127}]).endswith(
+        "handed to an idle spider: 801, taken: 127; 674 left in the crawl's shared list with the"
+        " budget spent (the same crawl id run again takes them)"
+    )
 
 
 def test_several_spiders_split_the_budget_and_each_hosts_concurrency() -> None:
