@@ -266,7 +266,8 @@ class ResumeState:
     ``decisions`` (url, fetched_at, depth, outlinks), and ``held``, the requests each of them
     held (serialised requests, in the same order); ``deferred``: serialised requests over the
     ``NEARDUP_MAX_PAGES`` budget, still claimed in the seen set, scheduled first when the crawl
-    resumes; ``scheduled``: the budget already spent; ``kept`` and ``paced``: what the URL rules
+    resumes; ``scheduled``: the budget already spent (requests sent, seeds included; before 29
+    Nov without the seeds); ``kept`` and ``paced``: what the URL rules
     held back (below). Saved with pickle, as Scrapy saves the
     request queue of the same ``JOBDIR``.
     """

@@ -291,8 +291,7 @@ class LinkScheduler(LinksOut):
             if not claimed and not next(fresh):
                 continue
             if not self.take_budget():
-                if not claimed:
-                    self._over_budget(request)
+                self._over_budget(request)  # stands by, deferred or un-claimed: never lost
                 continue
             request.meta[LINK_META] = True
             # Claimed by us before: past the filter. Claimed just now: the filter lets it by.

@@ -163,8 +163,11 @@ class LinksOut:
     def refund(self, request: Any) -> None:
         """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
         goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any.
-        A seed counts as paid for (the budget counts the spider's seeds as it opens)."""
+        A seed counts as paid for (the budget counts the spider's seeds as it opens). A redirect
+        or a retry copies its request's meta, but follows a request that went out: no refund."""
         if not (request.meta.get(LINK_META) or self._is_seed(request)):
+            return
+        if request.meta.get("redirect_urls") or request.meta.get("retry_times"):
             return
         self.stats.inc_value("dedup/budget_returned")
         waiting = self.budget.give_back(to_deferred=self.crawler.crawling)

@@ -315,7 +315,9 @@ class DecisionScheduler:
             [self._serialise(h.request, spider, h.url) for h in p.held] for p in awaiting.values()
         ]
         deferred = [self._serialise(r, spider) for r in self.links.budget.deferred]
-        scheduled = self.links.budget.spent - len(getattr(spider, "seeds", None) or ())
+        # Requests sent, seeds included: the resumed run counts the seeds again as it opens,
+        # and each one refused (claimed by this run) gives its place back.
+        scheduled = self.links.budget.spent
         state = ResumeState(
             self.feed.start_offsets,
             pages,

@@ -3,12 +3,16 @@ a rule just before its fetch, cancelled, refused by Scrapy's scheduler) gives it
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 
+from crawler.frontier import ResumeState
 from crawler.judging import AdmitAll
 from crawler.links import LINK_META
+from crawler.scheduling import DecisionScheduler
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
 
@@ -119,3 +123,60 @@ def test_a_seed_another_process_claimed_gives_back_the_place_it_took_at_open() -
     links.dropped(Request("http://a.test/other", meta={"depth": 0}))  # a start URL, not a seed
     links.dropped(Request("http://a.test/", meta={"depth": 1}))  # a link to the seed's page
     assert links.budget.spent == 1
+
+
+def test_a_redirect_or_retry_that_is_refused_gives_no_place_back() -> None:
+    """Scrapy's redirect copies the request's meta (LINK_META too): a redirect to a URL claimed
+    already is refused by the filter, but its request went out. A refund there let a crawl at
+    ``max_pages`` 2 send a third link."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    first = plugin.engine.crawled[0]
+    links.going_out(first)
+    redirected = first.replace(
+        url="http://a.test/2", meta={**first.meta, "redirect_urls": [first.url]}
+    )
+    links.dropped(redirected)  # /2 is claimed: the filter refused the redirect
+    retried = first.replace(meta={**first.meta, "retry_times": 1})
+    links.dropped(retried)
+    assert links.budget.spent == 2 and not plugin.stat("dedup/budget_returned")
+    assert not links.settle() and crawled(plugin) == ["/1", "/2"]  # /3 still stands by
+
+
+def test_a_claimed_link_fetched_back_over_the_budget_stands_by_instead_of_being_lost() -> None:
+    """A link a rule skipped just before its fetch stays claimed; when the rule turns out
+    wrong it is fetched back. Over the budget it used to be neither sent nor kept nor
+    un-claimed: claimed for good, no crawl of this id would ever fetch it."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    links.gate = SkipAtFetch("http://a.test/1")
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    with pytest.raises(IgnoreRequest, match="skipped"):
+        links.going_out(plugin.engine.crawled[0])
+    assert links.budget.take()  # another link took the place /1 gave back
+    links.fetch_back(["http://a.test/1"])
+    assert [r.url for r in links.budget.standby] == ["http://a.test/1"]
+    links.close_budget_waiting()
+    assert not links._seen().known_claimed("http://a.test/1")  # left to whoever wants it
+
+
+def test_a_resumed_crawl_counts_what_it_sent_once(tmp_path: Path) -> None:
+    """JOBDIR: the budget saved is the requests sent, seeds included; the resumed run counts
+    the seeds again as it opens and each one refused (claimed by the first run) gives its
+    place back, so both runs together send ``max_pages`` at most."""
+    first = Plugin(JOBDIR=str(tmp_path), NEARDUP_MAX_PAGES=10)
+    spider = first.crawler.spider
+    spider.seeds = ["http://a.test/"]
+    first.session.links.budget.spent = 6  # the seed and five links went out
+    DecisionScheduler(first.crawler, first.session)._save_resume(spider)
+    state = ResumeState.load(tmp_path / "neardup-resume.pickle")
+    assert state is not None and state.scheduled == 6
+    resumed = Plugin(JOBDIR=str(tmp_path), NEARDUP_MAX_PAGES=10)
+    resumed.crawler.spider.seeds = spider.seeds
+    links = resumed.session.links
+    links.budget.spent = state.scheduled + 1  # as spider_opened counts the seeds
+    links.dropped(Request("http://a.test/", meta={"depth": 0}))  # claimed by the first run
+    assert links.budget.spent == 6 and links.budget.room() == 4
