@@ -40,7 +40,7 @@ from crawler.judging import (
 )
 from crawler.links_out import LINK_META, LinksOut, Want
 from crawler.scope import Scope
-from crawler.seen import CrawlSeen, url_fingerprint
+from crawler.seen import CrawlSeen
 from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
@@ -215,9 +215,8 @@ class LinkScheduler(LinksOut):
         """Claim the requests in the seen set (one round trip); those that skip the dupefilter
         (``dont_filter``) are claimed by nobody and always fresh."""
         filtered = [r for r in requests if not r.dont_filter]
-        answers = iter(
-            self._seen().claim([url_fingerprint(r.url, r.method, r.body) for r in filtered])
-        )
+        seen = self._seen()
+        answers = iter(seen.claim([seen.fingerprint(r.url, r.method, r.body) for r in filtered]))
         return [True if r.dont_filter else next(answers) for r in requests]
 
     def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:

@@ -29,21 +29,29 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crawler.urls import canonicalize_url
+from crawler.urls import DEFAULT_DROP_PARAMS, canonicalize_url
 from dedup_worker.errors import ConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
 FINGERPRINT_BYTES = 16
 
 
-def url_fingerprint(url: str, method: str = "GET", body: bytes = b"") -> bytes:
-    """Stable fingerprint of a request: its canonical URL (and method and body unless GET)."""
+def url_fingerprint(
+    url: str,
+    method: str = "GET",
+    body: bytes = b"",
+    drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+) -> bytes:
+    """Stable fingerprint of a request: its canonical URL (and method and body unless GET),
+    canonical under the crawl's ``NEARDUP_DROP_PARAMS`` as its outlinks are: two links the
+    crawl tells apart (a parameter it keeps) must not share a claim."""
     digest = hashlib.blake2b(digest_size=FINGERPRINT_BYTES)
-    digest.update(canonicalize_url(url).encode("utf-8"))
+    digest.update(canonicalize_url(url, drop_params).encode("utf-8"))
     if method.upper() != "GET" or body:
         digest.update(b"\x00" + method.upper().encode("ascii") + b"\x00" + body)
     return digest.digest()
@@ -156,16 +164,26 @@ class CrawlSeen:
     cached "seen" stays true (a release by another process is the one thing it misses).
     """
 
-    def __init__(self, store: SeenStore, known_limit: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        store: SeenStore,
+        known_limit: int = 1_000_000,
+        drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+    ) -> None:
         self.store = store
+        self.drop_params = frozenset(drop_params)
         self._preclaimed: set[bytes] = set()
         self._known: set[bytes] = set()
         self._known_limit = known_limit
         self._sent: list[bytes] = []  # outlinks that went out, reported with the next claim
 
+    def fingerprint(self, url: str, method: str = "GET", body: bytes = b"") -> bytes:
+        """:func:`url_fingerprint` under this crawl's ``NEARDUP_DROP_PARAMS``."""
+        return url_fingerprint(url, method, body, self.drop_params)
+
     def claim_many(self, urls: Sequence[str]) -> list[bool]:
         """Claim GET URLs for this process; True where nobody had claimed the URL before."""
-        return self.claim([url_fingerprint(url) for url in urls])
+        return self.claim([self.fingerprint(url) for url in urls])
 
     def claim(self, fps: Sequence[bytes]) -> list[bool]:
         """Claim request fingerprints (:func:`url_fingerprint`); as :meth:`claim_many`."""
@@ -183,15 +201,15 @@ class CrawlSeen:
         self._known.update(fps)
 
     def contains_many(self, urls: Sequence[str]) -> list[bool]:
-        return self.store.contains_many([url_fingerprint(url) for url in urls])
+        return self.store.contains_many([self.fingerprint(url) for url in urls])
 
     def known_claimed(self, url: str) -> bool:
         """True if this process learnt from a claim that the URL is claimed (no round trip;
         False says nothing)."""
-        return url_fingerprint(url) in self._known
+        return self.fingerprint(url) in self._known
 
     def request_seen(self, url: str, method: str = "GET", body: bytes = b"") -> bool:
-        fp = url_fingerprint(url, method, body)
+        fp = self.fingerprint(url, method, body)
         if fp in self._preclaimed:
             self._preclaimed.discard(fp)
             return False
@@ -199,7 +217,7 @@ class CrawlSeen:
 
     def sent(self, url: str, method: str = "GET", body: bytes = b"") -> None:
         """A claimed outlink went out: it stops being in flight (with the next claim)."""
-        self._sent.append(url_fingerprint(url, method, body))
+        self._sent.append(self.fingerprint(url, method, body))
 
     def flush(self) -> None:
         """Report the outlinks sent since the last claim (at the end of the crawl)."""
@@ -208,12 +226,12 @@ class CrawlSeen:
 
     def release(self, url: str, method: str = "GET", body: bytes = b"") -> None:
         """Un-claim a URL that was claimed but will not be fetched, so others may schedule it."""
-        self.store.remove(self._forget(url_fingerprint(url, method, body)))
+        self.store.remove(self._forget(self.fingerprint(url, method, body)))
 
     def release_unwanted(self, url: str, method: str = "GET", body: bytes = b"") -> bool:
         """Un-claim a cancelled link unless another page wanted it after the claim (then it
         must be fetched after all: that page's process filtered it as seen). True if released."""
-        return self.store.release_unwanted(self._forget(url_fingerprint(url, method, body)))
+        return self.store.release_unwanted(self._forget(self.fingerprint(url, method, body)))
 
     def _forget(self, fp: bytes) -> bytes:
         self._preclaimed.discard(fp)

@@ -96,7 +96,8 @@ class NeardupSession:
     def seen(self) -> CrawlSeen:
         """The crawl's seen set, connected on first use (the spider must exist)."""
         if self._seen is None:
-            self._seen = CrawlSeen(self._build_store())
+            drop = self.config.extract_options.drop_params  # as the outlinks are canonical
+            self._seen = CrawlSeen(self._build_store(), drop_params=drop)
             # Closed when the engine stops, after every user (filter, extension, handler).
             self.crawler.signals.connect(self._close_seen, signal=signals.engine_stopped)
         return self._seen

@@ -78,3 +78,23 @@ def test_repeated_links_ask_the_store_once() -> None:
     ]
     assert seen.claim_many(["http://a.test/1", "http://a.test/3"]) == [False, True]
     assert asked == [2, 1]  # nav links repeat on every page: asked about once
+
+
+def test_claims_follow_the_crawls_drop_params_as_its_outlinks_do() -> None:
+    """With ``NEARDUP_DROP_PARAMS`` keeping a parameter the default drops (``sid`` selects a
+    page on this site), two links the crawl tells apart must not share a claim: they did, and
+    the second page was never fetched."""
+    urls = ["http://a.test/list?sid=1", "http://a.test/list?sid=2"]
+    assert CrawlSeen(MemorySeenStore()).claim_many(urls) == [True, False]  # the default drops it
+    keeping = CrawlSeen(MemorySeenStore(), drop_params=frozenset({"utm_*"}))
+    assert keeping.claim_many(urls) == [True, True]
+    # utm_* still dropped: the same claim, which lets its request pass the filter once
+    assert not keeping.request_seen("http://a.test/list?sid=2&utm_source=x")
+    assert keeping.request_seen("http://a.test/list?sid=2")
+
+
+def test_the_session_claims_under_the_configured_drop_params() -> None:
+    from tests.unit.crawler.test_plugin_components import Plugin
+
+    plugin = Plugin(NEARDUP_DROP_PARAMS="utm_*")
+    assert plugin.session.seen().drop_params == frozenset({"utm_*"})
