@@ -71,6 +71,8 @@ class LinkScheduler(LinksOut):
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
+        self._claim_failed: list[Want] = []  # wanted links whose claim failed: next poll
+        self._claim_failed_at: float | None = None  # monotonic time of the first failure
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
         self.sharing: WorkSharing | None = None  # the crawl's other processes (crawler.sharing)
@@ -190,10 +192,20 @@ class LinkScheduler(LinksOut):
             self.stats.inc_value("dedup/outlinks_already_pending")
 
     def _schedule(self, wanted: dict[str, Want]) -> None:
-        admitted = [want for want in wanted.values() if self._admit(want)]
+        admitted = self._claim_failed + [want for want in wanted.values() if self._admit(want)]
+        self._claim_failed = []
         if not admitted:
             return
-        fresh = self._claim([want.held.request for want in admitted])
+        try:
+            fresh = self._claim([want.held.request for want in admitted])
+        except Exception:
+            # Redis restarting: the links are out of the ledger's pages already, and their
+            # pages are claimed, so nothing would find them again. Asked again next poll.
+            self._claim_failed = admitted
+            self._claim_failed_at = self._claim_failed_at or time.monotonic()
+            self.stats.inc_value("dedup/claim_errors")
+            raise
+        self._claim_failed_at = None
         self.stats.inc_value("dedup/outlinks_seen", fresh.count(False))
         for want, new in zip(admitted, fresh, strict=True):
             request = want.held.request

@@ -7,6 +7,8 @@ side so each module reads on its own; the state is the scheduler's.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,8 @@ from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from dedup_worker.contract.reading import PageKey
+
+logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
@@ -49,6 +53,8 @@ class LinksOut:
     skipped: SkippedRequests
     sharing: WorkSharing | None
     _seen: Callable[[], CrawlSeen]
+    _claim_failed: list[Want]
+    _claim_failed_at: float | None
 
     @property
     def stats(self) -> Any:
@@ -57,10 +63,27 @@ class LinksOut:
     def settle(self) -> bool:
         """The crawl has nothing left to fetch: the observer releases what waits for decisions
         that will not come (True if it released requests: the crawl goes on)."""
+        if self._claim_failed and not self._give_up_claims():
+            return True  # links whose claim failed: the next poll asks again
         standby = self.budget.free_places()  # places given back after the last link came
         for request in standby:
             self._send_claimed(request)
         return self.observer.settle() or bool(standby) or self._release_budget_waiting()
+
+    def _give_up_claims(self) -> bool:
+        """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
+        crawl may close), as a stalled pipeline is."""
+        since = self._claim_failed_at
+        if since is None or time.monotonic() - since < self.config.decision_timeout:
+            return False
+        logger.error(
+            "giving up %d links: the crawl's seen set (Redis) stayed out of reach for %.0f s",
+            len(self._claim_failed),
+            self.config.decision_timeout,
+        )
+        self.stats.inc_value("dedup/links_given_up", len(self._claim_failed))
+        self._claim_failed, self._claim_failed_at = [], None
+        return True
 
     def _waits_for_budget(self, want: Want) -> bool:
         return self._max_pages() is not None and self._likely_duplicate(want)

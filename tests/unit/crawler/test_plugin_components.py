@@ -6,7 +6,7 @@ an extractor that raises, and the settings the components refuse to start withou
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from crawler.links import LINK_META
 from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
 from crawler.rules_setup import install_rules
 from crawler.scheduling import DecisionScheduler
+from crawler.seen import CrawlSeen, MemorySeenStore
 from crawler.session import NeardupSession, missing_components
 from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
 from dedup_worker.contract.messages import Decision, Page, Verdict
@@ -495,3 +496,47 @@ def test_an_idle_spider_whose_shared_work_is_out_of_reach_stays_open_for_a_while
     assert plugin.stat("dedup/sharing_errors") == 3
     now[0] += 2
     scheduler.spider_idle(plugin.crawler.spider)  # may close now
+
+
+class ClaimFailsOnce(MemorySeenStore):
+    """The crawl's seen set while Redis restarts: the first claim fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = True
+
+    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
+        if self.fail:
+            self.fail = False
+            raise ConnectionError("Redis is restarting")
+        return super().claim_many(fingerprints, done)
+
+
+def _claim_failed() -> Plugin:
+    """A page decided new whose links' claim failed."""
+    plugin = Plugin()
+    plugin.session._seen = CrawlSeen(ClaimFailsOnce())
+    plugin.respond(requests("/1", "/2"))
+    with pytest.raises(ConnectionError):
+        plugin.decide(follow=True)
+    return plugin
+
+
+def test_links_whose_claim_failed_are_claimed_at_the_next_poll() -> None:
+    """A claim that fails (Redis restarting) used to lose every link of the poll: they were
+    out of their pages' ledger, and the pages were claimed, so nothing found them again."""
+    plugin = _claim_failed()
+    links = plugin.session.links
+    assert plugin.engine.crawled == [] and links.settle()  # not done: the crawl stays open
+    links.apply([])  # the next poll
+    assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1", "http://a.test/2"]
+    assert plugin.stat("dedup/claim_errors") == 1 and not links.settle()
+
+
+def test_links_whose_claim_keeps_failing_are_given_up_after_the_decision_timeout() -> None:
+    plugin = _claim_failed()
+    links = plugin.session.links
+    assert links._claim_failed_at is not None
+    links._claim_failed_at -= plugin.session.config.decision_timeout + 1
+    assert not links.settle()  # given up: the crawl may close
+    assert plugin.stat("dedup/links_given_up") == 2 and plugin.engine.crawled == []
