@@ -96,11 +96,11 @@ class LinksOut:
     def close_budget_waiting(self) -> None:
         """The crawl closes before its idle moment: what waits is over the budget (and what
         stood by for a place is un-claimed)."""
-        for want in self.budget.waiting:
-            self._over_budget(want.held.request)
+        for want in self.budget.waiting:  # likely duplicates: not worth a peer's places
+            self._over_budget(want.held.request, give=False)
         self.budget.waiting = []
         for request in self.budget.standby:
-            self._seen().release(request.url, request.method, request.body)
+            self._let_go(request)
         self.budget.standby = []
 
     def _release_budget_waiting(self) -> bool:
@@ -208,7 +208,19 @@ class LinksOut:
         request.meta[LINK_META] = True
         self.crawler.engine.crawl(request.replace(dont_filter=True))
 
-    def _over_budget(self, request: Any) -> None:
+    def _over_budget(self, request: Any, give: bool = True) -> None:
         self.ledger.dropped(request.url)
-        if not self.budget.keep(request, self.crawler.crawling):  # leave it to whoever wants it
-            self._seen().release(request.url, request.method, request.body)
+        if not self.budget.keep(request, self.crawler.crawling):
+            self._let_go(request, give)
+
+    def _let_go(self, request: Any, give: bool = True) -> None:
+        """A claimed request this process will not send: to the crawl's shared list while a
+        peer lives (``give``), else un-claimed for whoever wants it. Un-claiming it under a
+        live peer lost it: a peer that found it claimed caches that and never asks again."""
+        sharing = self.sharing
+        if give and sharing is not None and sharing.gives(0, spent=True):
+            request.meta[LINK_META] = True
+            if sharing.hand_over(request, self.crawler.spider):
+                self.stats.inc_value("dedup/requests_handed_over")
+                return
+        self._seen().release(request.url, request.method, request.body)

@@ -182,9 +182,10 @@ class DecisionScheduler:
         self.links.verdicts.release_all()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
         self._close_rules()
-        self._leave_sharing()
         self.links.count_saved()
-        self.links.close_budget_waiting()  # kept for a JOBDIR resume, else un-claimed
+        # Kept for a JOBDIR resume, else handed to a live peer or un-claimed: before leaving.
+        self.links.close_budget_waiting()
+        self._leave_sharing()
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)

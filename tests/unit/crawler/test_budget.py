@@ -13,6 +13,7 @@ from crawler.frontier import ResumeState
 from crawler.judging import AdmitAll
 from crawler.links import LINK_META
 from crawler.scheduling import DecisionScheduler
+from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
 
@@ -180,3 +181,23 @@ def test_a_resumed_crawl_counts_what_it_sent_once(tmp_path: Path) -> None:
     links.budget.spent = state.scheduled + 1  # as spider_opened counts the seeds
     links.dropped(Request("http://a.test/", meta={"depth": 0}))  # claimed by the first run
     assert links.budget.spent == 6 and links.budget.room() == 4
+
+
+def test_a_link_over_the_budget_goes_to_a_live_peer_instead_of_being_un_claimed() -> None:
+    """Un-claimed at the close (standing by) or when nothing keeps it, a link was lost if a
+    peer of the crawl had found it claimed meanwhile: the peer caches that and never asks
+    again. While a peer lives the link goes to the crawl's shared list instead."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=1)
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)  # /2 over the budget stands by (no peer yet)
+    WorkSharing(store, "peer").beat(BUSY)
+    links.sharing.beat(BUSY)
+    links.close_budget_waiting()
+    links.sharing.flush()
+    assert [decode_request(raw, plugin.crawler.spider).url for raw in store.shared] == [
+        "http://a.test/2"
+    ]
+    assert links._seen().known_claimed("http://a.test/2")  # still the crawl's, for the peer
