@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Self
 
+from crawler.seen import CLAIMED_META
 from crawler.session import NeardupSession
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,11 @@ class SeenFilter:
         pass  # the set outlives the scheduler: the extension counts suppressed links after
 
     def request_seen(self, request: Any) -> bool:
-        return self.session.seen().request_seen(request.url, request.method, request.body)
+        seen = self.session.seen()
+        if request.meta.pop(CLAIMED_META, False):  # claimed by this crawl already: once
+            seen.used(request.url, request.method, request.body)
+            return False
+        return seen.request_seen(request.url, request.method, request.body)
 
     def log(self, request: Any, spider: Any) -> None:
         if self.debug or not self._logged:

@@ -40,7 +40,7 @@ from crawler.judging import (
 )
 from crawler.links_out import LINK_META, LinksOut, Want
 from crawler.scope import Scope
-from crawler.seen import CrawlSeen
+from crawler.seen import CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
@@ -282,7 +282,7 @@ class LinkScheduler(LinksOut):
         self.queued.sent_ahead(url)
         first = request.priority + self.config.priority_levels + 1  # above every level
         meta = {**request.meta, AHEAD_META: True}
-        self.crawler.engine.crawl(request.replace(priority=first, meta=meta, dont_filter=True))
+        self.crawler.engine.crawl(past_the_filter(request, priority=first, meta=meta))
         self.stats.inc_value("dedup/requests_fetched_ahead")
         return True
 
@@ -306,7 +306,7 @@ class LinkScheduler(LinksOut):
                 continue
             request.meta[LINK_META] = True
             # Claimed by us before: past the filter. Claimed just now: the filter lets it by.
-            self.crawler.engine.crawl(request.replace(dont_filter=True) if claimed else request)
+            self.crawler.engine.crawl(past_the_filter(request) if claimed else request)
             self.stats.inc_value("dedup/requests_fetched_back")
 
     def paced(self) -> list[Any]:
@@ -318,7 +318,7 @@ class LinkScheduler(LinksOut):
         for url in urls:
             request = self._paced.pop(url, None)
             if request is not None and self.crawler.crawling:
-                self.crawler.engine.crawl(request.replace(dont_filter=True))
+                self.crawler.engine.crawl(past_the_filter(request))
 
     def dropped(self, request: Any) -> None:
         """Scrapy's scheduler refused a released request, or a seed: one claimed by another

@@ -19,7 +19,7 @@ from crawler.config import CrawlConfig
 from crawler.frontier import Held, Ledger
 from crawler.judging import DecisionObserver, RequestGate
 from crawler.scope import spider_limit
-from crawler.seen import CrawlSeen
+from crawler.seen import CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
@@ -144,6 +144,7 @@ class LinksOut:
         if not sharing.hand_over(given, self.crawler.spider):
             return False
         self.ledger.dropped(request.url)
+        self._seen().used(request.url, request.method, request.body)  # the peer's now
         self.stats.inc_value("dedup/requests_handed_over")
         return True
 
@@ -161,7 +162,7 @@ class LinksOut:
         for request in taken:
             self.budget.take()  # there was room for it
             request.meta[LINK_META] = True
-            self.crawler.engine.crawl(request.replace(dont_filter=True))
+            self.crawler.engine.crawl(past_the_filter(request))
         self.stats.inc_value("dedup/requests_taken_over", len(taken))
         return bool(taken)
 
@@ -206,7 +207,7 @@ class LinksOut:
     def _send_claimed(self, request: Any) -> None:
         """A request claimed when it went over the budget: past the filter."""
         request.meta[LINK_META] = True
-        self.crawler.engine.crawl(request.replace(dont_filter=True))
+        self.crawler.engine.crawl(past_the_filter(request))
 
     def _over_budget(self, request: Any, give: bool = True) -> None:
         self.ledger.dropped(request.url)
@@ -221,6 +222,7 @@ class LinksOut:
         if give and sharing is not None and sharing.gives(0, spent=True):
             request.meta[LINK_META] = True
             if sharing.hand_over(request, self.crawler.spider):
+                self._seen().used(request.url, request.method, request.body)
                 self.stats.inc_value("dedup/requests_handed_over")
                 return
         self._seen().release(request.url, request.method, request.body)

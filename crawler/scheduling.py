@@ -40,6 +40,7 @@ from crawler import stats as dedup_stats
 from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
 from crawler.rules_setup import install_rules, uninstall_rules
+from crawler.seen import past_the_filter
 from crawler.session import NeardupSession
 from crawler.sharing import BUSY, PEER_TIMEOUT
 from dedup_worker.adapters.kafka import DecisionFeed
@@ -125,7 +126,7 @@ class DecisionScheduler:
             request = request_from_dict(serialised, spider=spider)
             if self.links.take_budget():
                 request.meta[LINK_META] = True
-                self.crawler.engine.crawl(request.replace(dont_filter=True))
+                self.crawler.engine.crawl(past_the_filter(request))
             else:
                 self.links.budget.deferred.append(request)
 
@@ -141,7 +142,7 @@ class DecisionScheduler:
         for serialised in resume.paced:
             request = request_from_dict(serialised, spider=spider)
             request.meta[LINK_META] = True
-            self.crawler.engine.crawl(request.replace(dont_filter=True))
+            self.crawler.engine.crawl(past_the_filter(request))
 
     def _predicted(self, prediction: PredictedDuplicate) -> None:
         publisher = self.session.publisher

@@ -40,6 +40,19 @@ if TYPE_CHECKING:
 
 FINGERPRINT_BYTES = 16
 
+#: ``Request.meta`` flag of a request this crawl claimed already: the seen filter lets it by
+#: once and pops the flag (:func:`past_the_filter`).
+CLAIMED_META = "neardup_claimed"
+
+
+def past_the_filter(request: Any, **changes: Any) -> Any:
+    """A copy of ``request`` (claimed by this crawl already) that the seen filter lets by once.
+    The filter pops the flag as the scheduler asks, so a redirect of it (Scrapy's redirect
+    copies the meta) is filtered as any request is: with ``dont_filter=True`` instead, every
+    redirect of a re-sent request went by unclaimed, and its target could be fetched twice."""
+    meta = {**changes.pop("meta", request.meta), CLAIMED_META: True}
+    return request.replace(meta=meta, **changes)
+
 
 def url_fingerprint(
     url: str,
@@ -214,6 +227,12 @@ class CrawlSeen:
             self._preclaimed.discard(fp)
             return False
         return not self.store.add_many([fp])[0]
+
+    def used(self, url: str, method: str = "GET", body: bytes = b"") -> None:
+        """The claim of a request that leaves by another way than this process's filter (past
+        it, or handed to a peer): its one pass through the filter is spent, or a later request
+        for the URL would pass as well."""
+        self._preclaimed.discard(self.fingerprint(url, method, body))
 
     def sent(self, url: str, method: str = "GET", body: bytes = b"") -> None:
         """A claimed outlink went out: it stops being in flight (with the next claim)."""

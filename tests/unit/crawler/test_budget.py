@@ -13,6 +13,7 @@ from crawler.frontier import ResumeState
 from crawler.judging import AdmitAll
 from crawler.links import LINK_META
 from crawler.scheduling import DecisionScheduler
+from crawler.seen import CLAIMED_META
 from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
@@ -66,7 +67,7 @@ def test_a_place_still_free_at_the_idle_moment_goes_to_the_first_request_over_th
     assert links.settle() and crawled(plugin) == ["/1", "/2", "/3"]  # none did: idle
     assert links.budget.spent == 2 and not links.settle()
     again = plugin.engine.crawled[-1]
-    assert again.dont_filter and again.meta[LINK_META]  # claimed already: past the filter
+    assert again.meta[CLAIMED_META] and again.meta[LINK_META]  # claimed already: past the filter
 
 
 def test_requests_standing_by_at_the_close_are_un_claimed() -> None:
@@ -106,7 +107,7 @@ def test_with_jobdir_a_returned_place_goes_to_the_first_request_deferred() -> No
         links.going_out(plugin.engine.crawled[0])
     assert crawled(plugin) == ["/1", "/2"]
     again = plugin.engine.crawled[-1]
-    assert again.dont_filter and again.meta[LINK_META]  # claimed already: past the filter
+    assert again.meta[CLAIMED_META] and again.meta[LINK_META]  # claimed already: past the filter
     assert [r.url for r in links.budget.deferred] == ["http://a.test/3"]
 
 

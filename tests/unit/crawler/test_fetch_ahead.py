@@ -14,6 +14,7 @@ from crawler.links import LINK_META
 from crawler.rules.pacing import Pacer
 from crawler.rules.policy import State
 from crawler.rules.rewrite import ParamRule, PathRewrite
+from crawler.seen import CLAIMED_META
 from dedup_worker.contract.predictions import PredictedDuplicate
 from tests.unit.crawler.rules.test_crawl_rules import Clock, D, M, Stats, decision, setup
 from tests.unit.crawler.test_plugin_components import Plugin, requests
@@ -53,7 +54,7 @@ def test_a_queued_link_goes_out_ahead_of_its_turn_and_its_original_is_dropped() 
     assert not links.fetch_ahead("http://a.test/2")  # already sent ahead
     ahead = plugin.engine.crawled[-1]
     assert ahead.url == second.url and ahead.meta[AHEAD_META] and ahead.meta[LINK_META]
-    assert ahead.dont_filter and ahead.priority > first.priority
+    assert ahead.meta[CLAIMED_META] and ahead.priority > first.priority
     assert plugin.stat("dedup/requests_fetched_ahead") == 1
     links.going_out(ahead)
     links.going_out(first)

@@ -18,13 +18,14 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
 from crawler.config import ConfigError
+from crawler.dupefilter import SeenFilter
 from crawler.frontier import ResumeState
 from crawler.judging import HOLD, DecidedPage, Judgement
 from crawler.links import LINK_META
 from crawler.middleware import VERDICT_FIELD, NeardupSpiderMiddleware
 from crawler.rules_setup import install_rules
 from crawler.scheduling import DecisionScheduler
-from crawler.seen import CrawlSeen, MemorySeenStore
+from crawler.seen import CLAIMED_META, CrawlSeen, MemorySeenStore, past_the_filter
 from crawler.session import NeardupSession, missing_components
 from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
 from dedup_worker.contract.messages import Decision, Page, Verdict
@@ -292,7 +293,7 @@ def test_a_gate_asked_just_before_fetching_skips_or_holds_back_a_request() -> No
         links.going_out(third)
     links.release_paced(["http://a.test/3", "http://a.test/unknown"])
     again = plugin.engine.crawled[-1]
-    assert again.url == third.url and again.dont_filter and again.meta.get(LINK_META)
+    assert again.url == third.url and again.meta[CLAIMED_META] and again.meta.get(LINK_META)
 
 
 def test_a_decision_that_comes_while_the_callback_yields_applies_to_all_its_requests() -> None:
@@ -443,7 +444,7 @@ def test_what_the_url_rules_held_back_survives_a_stop_with_jobdir(tmp_path: Path
     crawled = resumed.engine.crawled
     assert [r.url for r in crawled] == ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
     assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
-    assert crawled[2].dont_filter and crawled[2].meta.get(LINK_META)
+    assert crawled[2].meta[CLAIMED_META] and crawled[2].meta.get(LINK_META)
 
 
 def test_a_resume_state_saved_before_kept_requests_existed_still_loads(tmp_path: Path) -> None:
@@ -540,3 +541,20 @@ def test_links_whose_claim_keeps_failing_are_given_up_after_the_decision_timeout
     links._claim_failed_at -= plugin.session.config.decision_timeout + 1
     assert not links.settle()  # given up: the crawl may close
     assert plugin.stat("dedup/links_given_up") == 2 and plugin.engine.crawled == []
+
+
+def test_a_request_sent_past_the_filter_passes_once_and_its_redirects_are_filtered() -> None:
+    """Re-sent claimed requests (fetched ahead, standing by, fetched back, taken from a peer,
+    resumed) used ``dont_filter=True``, which Scrapy's redirect copies: a re-sent ``/docs``
+    redirecting to ``/docs/`` fetched ``/docs/`` unclaimed, and a link to it fetched it again."""
+    plugin = Plugin()
+    seen = plugin.session.seen()
+    dupefilter = SeenFilter(plugin.crawler, plugin.session)
+    assert seen.claim_many(["http://a.test/docs", "http://a.test/docs/"]) == [True, True]
+    again = past_the_filter(Request("http://a.test/docs"))
+    assert not again.dont_filter
+    assert not dupefilter.request_seen(again) and CLAIMED_META not in again.meta  # once
+    redirect = again.replace(url="http://a.test/docs/")  # as RedirectMiddleware builds it
+    assert not dupefilter.request_seen(redirect)  # its own claim's one pass, by the filter
+    assert dupefilter.request_seen(Request("http://a.test/docs/"))  # a later link: filtered
+    assert dupefilter.request_seen(Request("http://a.test/docs"))  # the claim's pass is spent

@@ -16,7 +16,7 @@ from crawler.rules.policy import State
 from crawler.rules.rewrite import PathRewrite
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore
-from crawler.seen import url_fingerprint
+from crawler.seen import CLAIMED_META, url_fingerprint
 from dedup_worker.contract.predictions import PredictedDuplicate
 from tests.unit.crawler.rules.test_crawl_rules import D, M, Stats, decision
 from tests.unit.crawler.test_plugin_components import Plugin, requests
@@ -114,7 +114,7 @@ def test_fetched_back_requests_go_out_past_the_filter_and_take_a_place_in_the_bu
     links.fetch_back(["http://a.test/1", "http://a.test/2", "http://a.test/9"])
     again = plugin.engine.crawled[2:]
     assert [r.url for r in again] == ["http://a.test/1", "http://a.test/2"]
-    assert all(r.dont_filter and r.meta[LINK_META] for r in again)
+    assert all(r.meta[CLAIMED_META] and r.meta[LINK_META] for r in again)
     assert plugin.stat("dedup/requests_fetched_back") == 2 and links.budget.spent == 2
 
 
