@@ -71,5 +71,9 @@ class Queued:
         """The scheduler refused ``url``'s request, or it was dropped on the way out."""
         self._requests.pop(url, None)
 
+    def waiting(self) -> list[Any]:
+        """The requests still in the scheduler (as far as this bounded cache knows)."""
+        return list(self._requests.values())
+
     def __len__(self) -> int:
         return len(self._requests)

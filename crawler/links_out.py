@@ -54,6 +54,7 @@ class LinksOut:
     sharing: WorkSharing | None
     _seen: Callable[[], CrawlSeen]
     _claim_failed: list[Want]
+    _paced: dict[str, Any]
     _claim_failed_at: float | None
 
     @property
@@ -147,6 +148,23 @@ class LinksOut:
         self._seen().used(request.url, request.method, request.body)  # the peer's now
         self.stats.inc_value("dedup/requests_handed_over")
         return True
+
+    def leave_queue(self) -> int:
+        """The spider stops before the end (Ctrl-C, a stall) without ``JOBDIR``: the requests
+        still in its scheduler and those the rules hold back are claimed by the crawl, and
+        Scrapy's memory queue dies with the process. They go to the crawl's shared list, where
+        a live peer or a run of the same crawl id takes them. How many."""
+        sharing = self.sharing
+        if sharing is None or self.budget.keep_deferred:  # JOBDIR keeps its own queue
+            return 0
+        given = 0
+        for request in [*self.queued.waiting(), *self._paced.values()]:
+            left = request.replace(meta={**request.meta, LINK_META: True})
+            if sharing.hand_over(left, self.crawler.spider):
+                self._seen().used(request.url, request.method, request.body)
+                given += 1
+        self.stats.inc_value("dedup/requests_left_to_the_crawl", given)
+        return given
 
     def take_shared(self) -> bool:
         """Requests other processes of the crawl handed over go out from here (claimed by the

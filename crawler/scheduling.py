@@ -186,11 +186,26 @@ class DecisionScheduler:
         self.links.count_saved()
         # Kept for a JOBDIR resume, else handed to a live peer or un-claimed: before leaving.
         self.links.close_budget_waiting()
+        if reason != "finished":
+            self._leave_queue()
         self._leave_sharing()
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
         logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
+
+    def _leave_queue(self) -> None:
+        try:
+            left = self.links.leave_queue()
+        except Exception:  # the crawl is over: what was queued stays claimed
+            logger.exception("leaving the queue to the crawl's shared list failed")
+            return
+        if left:
+            logger.info(
+                "%d queued requests left in the crawl's shared list: a run of crawl %r takes them",
+                left,
+                self.session.crawl_id(),
+            )
 
     def _leave_sharing(self) -> None:
         sharing, self.links.sharing = self.links.sharing, None

@@ -202,3 +202,23 @@ def test_a_link_over_the_budget_goes_to_a_live_peer_instead_of_being_un_claimed(
         "http://a.test/2"
     ]
     assert links._seen().known_claimed("http://a.test/2")  # still the crawl's, for the peer
+
+
+def test_a_spider_stopped_before_the_end_leaves_its_queue_to_the_crawl() -> None:
+    """Without JOBDIR, Scrapy's memory queue dies with a stopped process while its requests
+    stay claimed: a run of the same crawl id fetched none of them. They go to the crawl's
+    shared list (a JOBDIR crawl keeps its own queue)."""
+    plugin = Plugin()
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    links.going_out(plugin.engine.crawled[0])  # /1 went out; /2 still waits in the queue
+    assert links.leave_queue() == 1
+    links.sharing.flush()
+    taker = WorkSharing(store, "next run")
+    assert [r.url for r in taker.take(None, plugin.crawler.spider)] == ["http://a.test/2"]
+    assert plugin.stat("dedup/requests_left_to_the_crawl") == 1
+    links.budget.keep_deferred = True  # JOBDIR: Scrapy keeps the queue on disk
+    assert links.leave_queue() == 0
