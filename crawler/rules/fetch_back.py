@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from crawler.rules.book import Prediction
 from crawler.rules.differing import DifferingPairs
 from crawler.rules.fetched import Fetched
 from crawler.rules.policy import State
@@ -130,20 +131,30 @@ def due(log: SkipLog, rules: SharedRules, fetched: Fetched) -> dict[str, Skip]:
     """The skips of ``log`` to fetch back now, forgotten by the log: those of rules dropped or
     in doubt, those of groups whose rewrite failed a check since (``SharedRules.refuted``),
     and those on a path pair noted as differing since the last call, but for the ones another
-    rule still vouches for (:func:`vouched`)."""
+    rule still vouches for (:func:`vouching`)."""
     book = rules.book
     wrong = [key for key in log.rules() if book.state(key) is State.DROPPED or rules.in_doubt(key)]
     refuted = [key for key in log.groups() if key in rules.refuted]
     skips = log.of_rules(wrong) | log.of_groups(refuted) | log.on_pairs(rules.differing.fresh())
-    return {url: skip for url, skip in skips.items() if not vouched(url, rules, fetched)}
+    back = {}
+    for url, skip in skips.items():
+        prediction = vouching(url, rules, fetched)
+        if prediction is None:
+            back[url] = skip
+        else:  # stays skipped on the word of the rules that vouch: logged again under them,
+            # or their own failure later would not fetch it back (it was lost that way)
+            log.skipped(url, prediction.counterpart, [rule.key for rule in prediction.rules])
+    return back
 
 
-def vouched(url: str, rules: SharedRules, fetched: Fetched) -> bool:
-    """An active rule not in doubt maps ``url`` onto a page fetched, and the two paths never
-    differed elsewhere: it stays skipped."""
+def vouching(url: str, rules: SharedRules, fetched: Fetched) -> Prediction | None:
+    """The prediction of active rules not in doubt that map ``url`` onto a page fetched, on
+    two paths that never differed elsewhere: it stays skipped. None: it does not."""
     prediction = rules.predict(url)
     if prediction is None or fetched.keeper_of(prediction.counterpart) is None:
-        return False
+        return None
     if rules.differing.known(url, prediction.counterpart):
-        return False
-    return not any(rules.in_doubt(rule.key) for rule in prediction.rules)
+        return None
+    if any(rules.in_doubt(rule.key) for rule in prediction.rules):
+        return None
+    return prediction

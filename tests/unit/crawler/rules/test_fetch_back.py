@@ -171,3 +171,19 @@ def test_a_dropped_request_fetched_back_is_claimed_first_and_never_fetched_twice
     assert not plugin.engine.crawled[0].dont_filter  # claimed now: the filter lets it by once
     assert plugin.stat("dedup/requests_fetched_back") == 1
     assert links._seen().known_claimed(one.url)  # a later link to /1 is dropped as seen
+
+
+def test_a_skip_another_rule_vouches_for_is_fetched_back_when_that_rule_fails_too() -> None:
+    """A group member whose group's rewrite failed stays dropped while another rule vouches
+    for it; it was then forgotten by the log, so when that rule was dropped as well nothing
+    fetched it back: a unique page lost. It is logged again under the rule that vouches."""
+    rules, _, _, back = rules_with_alias()
+    release = PathRewrite(D, "/v1", D, "/v2")
+    rules.skips.skipped(f"{M}/s0/p4", f"{D}/s0/p4", (), group=release.key)
+    rules.observe([decision(f"{D}/v2/p{i}") for i in range(3)])
+    rules.observe([decision(f"{D}/v1/x", f"{D}/v2/x")])
+    rules.observe([decision(f"{D}/v2/y"), decision(f"{D}/v1/y")])  # the group's rewrite fails
+    assert release.key in rules.rules.refuted and back == []  # the alias vouches: kept
+    rules.observe([decision(f"{M}/s3/p{i}") for i in (3, 4)])  # then the alias is dropped
+    assert rules.rules.book.state(ALIAS.key) is State.DROPPED
+    assert f"{M}/s0/p4" in back
