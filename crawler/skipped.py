@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Requests kept at most (~0.6 KB each); past this the cache starts over, and a request it
-#: forgot is only not fetched back.
+#: Requests kept at most (~0.6 KB each); past this the oldest is forgotten (only not fetched
+#: back: a wipe of the whole cache forgot the skips of a young rule too).
 SKIPPED_LIMIT = 100_000
 
 
@@ -25,8 +25,9 @@ class SkippedRequests:
         self._requests: dict[str, tuple[Any, bool]] = {}
 
     def add(self, url: str, request: Any, claimed: bool = False) -> None:
+        self._requests.pop(url, None)  # a skip again is the newest
         if len(self._requests) >= self.limit:
-            self._requests.clear()
+            del self._requests[next(iter(self._requests))]  # the oldest (insertion order)
         self._requests[url] = (request, claimed)
 
     def pop(self, url: str) -> tuple[Any, bool] | None:

@@ -17,7 +17,7 @@ a release rewrite failed 2 of its 11 checks after one of its groups had dropped 
 rules (or dropped with the group of which rewrite), so that they are fetched back when one of
 these things happens (for a group: its rewrite's rule failed any check). A URL another
 rule still vouches for (active, not in doubt, its counterpart fetched) stays skipped. Bounded:
-past ``limit`` URLs it starts over, and what it forgot stays skipped, as before it existed.
+past ``limit`` URLs it forgets the oldest, which stays skipped, as before the log existed.
 """
 
 from __future__ import annotations
@@ -59,12 +59,9 @@ class SkipLog:
         self, url: str, counterpart: str, rules: Iterable[str], group: str | None = None
     ) -> None:
         """``url`` was skipped by ``rules``, or dropped with a ``group`` of this rewrite."""
-        if len(self._skips) >= self.limit:
-            self._skips.clear()
-            self._by_rule.clear()
-            self._by_group.clear()
-            self._by_pair.clear()
         self._forget([url])
+        if len(self._skips) >= self.limit:  # the oldest goes (a wipe forgot young rules' too)
+            self._forget([next(iter(self._skips))])
         skip = Skip(counterpart, tuple(rules), group)
         self._skips[url] = skip
         for key in skip.rules:
