@@ -52,8 +52,9 @@ from crawler.rules.policy import (
 )
 from crawler.rules.rewrite import split_url
 
-#: Pairs a process remembers; past this it starts over (forgetting costs content only as the
-#: crawl did without this memory, never a fetch).
+#: Pairs a process remembers; past this the oldest is forgotten (forgetting costs content only
+#: as the crawl did without this memory, never a fetch; starting over forgot the pairs just
+#: learned too, those of the rules most likely still skipping).
 PAIR_LIMIT = 100_000
 
 
@@ -117,7 +118,7 @@ class DifferingPairs:
         self.limit = limit
         self.changes_by_release = changes_by_release
         self.release_front_pages = release_front_pages
-        self._pairs: set[tuple[str, str]] = set()
+        self._pairs: dict[tuple[str, str], None] = {}  # insertion order: the oldest first
         self._fresh: list[tuple[str, str]] = []  # noted since the last ``fresh()``
 
     @staticmethod
@@ -127,11 +128,11 @@ class DifferingPairs:
         return (a, b) if a <= b else (b, a)
 
     def note(self, url: str, other: str) -> None:
-        if len(self._pairs) >= self.limit:
-            self._pairs.clear()
         key = self.key(url, other)
         if key not in self._pairs:
-            self._pairs.add(key)
+            if len(self._pairs) >= self.limit:
+                del self._pairs[next(iter(self._pairs))]
+            self._pairs[key] = None
             if len(self._fresh) < self.limit:
                 self._fresh.append(key)
 

@@ -32,11 +32,14 @@ def test_pairs_are_kept_by_path_and_query_in_either_order() -> None:
     assert pairs.known(f"{B}/x?s=1", f"{B}/x") and not pairs.known(f"{B}/x?s=2", f"{B}/x")
 
 
-def test_past_its_limit_the_memory_starts_over() -> None:
+def test_past_its_limit_the_memory_forgets_its_oldest_pair() -> None:
     pairs = DifferingPairs(limit=2)
     for i in range(3):
         pairs.note(f"{A}/p{i}", f"{A}/q{i}")
-    assert len(pairs) == 1 and pairs.known(f"{A}/p2", f"{A}/q2")
+    pairs.note(f"{A}/p2", f"{A}/q2")  # known already: nothing is forgotten for it
+    assert len(pairs) == 2
+    assert not pairs.known(f"{A}/p0", f"{A}/q0")
+    assert pairs.known(f"{A}/p1", f"{A}/q1") and pairs.known(f"{A}/p2", f"{A}/q2")
 
 
 def _activate(rules: SharedRules, origin: str, pages: range) -> None:
