@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
+#: ``Request.meta`` flag of requests that passed every downloader middleware (Scrapy's
+#: ``request_reached_downloader``): what ends such a request settles its budget place there.
+REACHED_META = "neardup_reached_downloader"
 
 
 @dataclass
@@ -215,6 +218,20 @@ class LinksOut:
         waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
         if waiting is not None:
             self._send_claimed(waiting)
+
+    def reached_downloader(self, request: Any) -> None:
+        request.meta[REACHED_META] = True
+
+    def refused(self, request: Any) -> None:
+        """An ``IgnoreRequest`` ended ``request`` (its errback). If it never reached the
+        downloader, a downloader middleware refused it (robots.txt, offsite, one of the
+        project's), so it was never sent: its place comes back. One that reached it settled its
+        place there (a skip or a cancel gives it back itself, a request fetched ahead or held
+        back keeps it) or went out (an HTTP error)."""
+        if request.meta.get(REACHED_META):
+            return
+        self.stats.inc_value("dedup/requests_refused_before_download")
+        self.refund(request)
 
     def _is_seed(self, request: Any) -> bool:
         seeds = getattr(self.crawler.spider, "seeds", None)

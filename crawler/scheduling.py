@@ -80,6 +80,7 @@ class DecisionScheduler:
         connect(ext.spider_idle, signal=signals.spider_idle)
         connect(ext.spider_closed, signal=signals.spider_closed)
         connect(ext.request_dropped, signal=signals.request_dropped)
+        connect(ext.request_reached_downloader, signal=signals.request_reached_downloader)
         return ext
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -245,6 +246,9 @@ class DecisionScheduler:
 
     def request_dropped(self, request: Any, spider: Any) -> None:
         self.links.dropped(request)
+
+    def request_reached_downloader(self, request: Any, spider: Any) -> None:
+        self.links.reached_downloader(request)
 
     # ---- the poll loop -------------------------------------------------------------------------
 

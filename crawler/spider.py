@@ -106,6 +106,8 @@ class NeardupSpider(scrapy.Spider):
         url = request.url if request is not None else "?"
         if failure.check(IgnoreRequest):  # robots.txt, offsite, cancelled: not a failure
             self.crawler.stats.inc_value("dedup/requests_ignored")
+            if request is not None:  # refused before it was sent: its budget place comes back
+                NeardupSession.of(self.crawler).links.refused(request)
             self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())
             return
         self.crawler.stats.inc_value("dedup/fetch_errors")

@@ -49,6 +49,24 @@ def test_a_crawl_stopped_by_its_page_budget_resumes_where_it_stopped(
     assert stats_line(crawl_env.log("run-1"), "dedup/outlinks_over_budget") > 0
 
 
+def test_a_link_robots_txt_refuses_gives_its_budget_place_back(
+    site_server: SiteServer, crawl_env: Env
+) -> None:
+    """The front page links to /private/ledger, which robots.txt disallows: its request is
+    refused before it is sent (Scrapy's RobotsTxtMiddleware), and its place goes to a link
+    that can be fetched. It used to count as a fetch."""
+    truth = manifest(site_server)
+    crawl_env.worker()
+    seed = truth["seeds"]["main"]
+    wait_all(crawl_env, [crawl_env.crawler("run", seed, DOMAINS, "max_pages=18", **FAST)], 60)
+    log = crawl_env.log("run")
+    assert stats_line(log, "robotstxt/forbidden") == 1
+    assert stats_line(log, "dedup/requests_refused_before_download") == 1
+    assert stats_line(log, "dedup/budget_returned") >= 1
+    assert stats_line(log, "dedup/outlinks_over_budget") > 0
+    assert sorted(set(truth["disallowed"]) & set(site_server.fetched())) == []
+
+
 def test_a_crawl_without_a_worker_stops_with_a_clear_reason(
     site_server: SiteServer, crawl_env: Env
 ) -> None:

@@ -127,6 +127,32 @@ def test_a_seed_another_process_claimed_gives_back_the_place_it_took_at_open() -
     assert links.budget.spent == 1
 
 
+def test_a_request_refused_before_the_downloader_gives_its_place_back() -> None:
+    """robots.txt (or an offsite or project middleware) refuses a link or a seed before it is
+    sent: the errback's ``refused`` gives its place back. Every link into a disallowed part
+    of a site used to cost a place."""
+    plugin = Plugin(NEARDUP_MAX_PAGES=3)
+    links = plugin.session.links
+    links.gate = SkipAtFetch("http://a.test/2")
+    spider = plugin.crawler.spider
+    spider.seeds = ["http://b.test/"]
+    links.budget.spent = 1  # the seed's place, taken at open
+    plugin.respond(requests("/1", "/2", "/3"))
+    plugin.decide(follow=True)
+    assert crawled(plugin) == ["/1", "/2"]  # /3 over the budget, standing by
+    robots, skipped = plugin.engine.crawled
+    links.refused(robots)  # robots.txt: it never reached the downloader
+    links.refused(Request("http://b.test/", meta={"depth": 0}))  # the seed, disallowed too
+    assert links.budget.spent == 1 and plugin.stat("dedup/budget_returned") == 2
+    assert plugin.stat("dedup/requests_refused_before_download") == 2
+    links.reached_downloader(skipped)
+    with pytest.raises(IgnoreRequest, match="skipped"):
+        links.going_out(skipped)  # gives its place back itself ...
+    links.refused(skipped)  # ... and its errback gives nothing more
+    assert links.budget.spent == 0 and plugin.stat("dedup/budget_returned") == 3
+    assert links.settle() and crawled(plugin) == ["/1", "/2", "/3"]
+
+
 def test_a_redirect_or_retry_that_is_refused_gives_no_place_back() -> None:
     """Scrapy's redirect copies the request's meta (LINK_META too): a redirect to a URL claimed
     already is refused by the filter, but its request went out. A refund there let a crawl at
