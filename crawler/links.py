@@ -27,6 +27,7 @@ from crawler import stats as dedup_stats
 from crawler.ahead import AHEAD_META, Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
+from crawler.failed import FailedFetches
 from crawler.frontier import Action, Claim, Held, Ledger, Outcome, judged_last, request_priority
 from crawler.judging import (
     HOLD,
@@ -75,6 +76,7 @@ class LinkScheduler(LinksOut):
         self._claim_failed_at: float | None = None  # monotonic time of the first failure
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
+        self.failed = FailedFetches()  # requests whose download failed, for a later run
         self.sharing: WorkSharing | None = None  # the crawl's other processes (crawler.sharing)
 
     # ---- pages and their requests (the pipeline, the middleware) -----------------------------

@@ -16,6 +16,7 @@ from typing import Any
 from crawler.ahead import Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
+from crawler.failed import FailedFetches, afresh
 from crawler.frontier import Held, Ledger
 from crawler.judging import DecisionObserver, RequestGate
 from crawler.scope import spider_limit
@@ -54,6 +55,7 @@ class LinksOut:
     budget: PageBudget
     queued: Queued
     skipped: SkippedRequests
+    failed: FailedFetches
     sharing: WorkSharing | None
     _seen: Callable[[], CrawlSeen]
     _claim_failed: list[Want]
@@ -168,6 +170,32 @@ class LinksOut:
                 given += 1
         self.stats.inc_value("dedup/requests_left_to_the_crawl", given)
         return given
+
+    def fetch_failed(self, request: Any) -> None:
+        """``request``'s download failed for a passing reason, retries included
+        (:mod:`crawler.failed`): it stays claimed while the crawl runs, and is left to a later
+        run as the spider closes (:meth:`leave_failed`)."""
+        self.stats.inc_value("dedup/fetches_failed")
+        self.failed.add(request)
+
+    def leave_failed(self) -> int:
+        """At the close, each request whose download failed goes where a later run of the crawl
+        fetches it again: with ``JOBDIR`` the resume file's deferred requests; else the crawl's
+        shared list (a live peer may take it first); else (no sharing, or the hand-over is
+        refused) it is un-claimed, for the next link to it. How many were kept."""
+        left = 0
+        for request in self.failed.take():
+            again = afresh(request, frozenset({REACHED_META}), **{LINK_META: True})
+            if self.budget.keep_deferred:
+                self.budget.deferred.append(again)
+            elif self.sharing is not None and self.sharing.hand_over(again, self.crawler.spider):
+                self._seen().used(request.url, request.method, request.body)
+            else:
+                self._seen().release(request.url, request.method, request.body)
+                continue
+            left += 1
+        self.stats.inc_value("dedup/failed_left_for_a_later_run", left)
+        return left
 
     def take_shared(self) -> bool:
         """Requests other processes of the crawl handed over go out from here (claimed by the

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -187,25 +188,26 @@ class DecisionScheduler:
         self.links.count_saved()
         # Kept for a JOBDIR resume, else handed to a live peer or un-claimed: before leaving.
         self.links.close_budget_waiting()
+        self._leave(self.links.leave_failed, "requests whose download failed")
         if reason != "finished":
-            self._leave_queue()
+            self._leave(self.links.leave_queue, "queued requests")
         self._leave_sharing()
         self._save_resume(spider)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
         logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
 
-    def _leave_queue(self) -> None:
+    def _leave(self, leave: Callable[[], int], what: str) -> None:
+        """Leave ``what`` to a later run (``leave`` says how many); the crawl is over, so a
+        failure only leaves them claimed."""
         try:
-            left = self.links.leave_queue()
-        except Exception:  # the crawl is over: what was queued stays claimed
-            logger.exception("leaving the queue to the crawl's shared list failed")
+            left = leave()
+        except Exception:
+            logger.exception("leaving the %s to a later run failed", what)
             return
         if left:
             logger.info(
-                "%d queued requests left in the crawl's shared list: a run of crawl %r takes them",
-                left,
-                self.session.crawl_id(),
+                "%d %s left for a later run of crawl %r", left, what, self.session.crawl_id()
             )
 
     def _leave_sharing(self) -> None:

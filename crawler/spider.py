@@ -23,6 +23,7 @@ from typing import Any, Self
 import scrapy
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.spidermiddlewares.httperror import HttpError
 
 from crawler.config import ConfigError, optional_int, parse_domains, parse_seeds
 from crawler.pages import is_html_type
@@ -37,6 +38,8 @@ SEED_PRIORITY = 10_000  # seeds go before any decision-scheduled link
 
 class NeardupSpider(scrapy.Spider):
     name = "neardup"
+    #: HTTP statuses of a passing failure (Scrapy's ``RETRY_HTTP_CODES``), read at start-up.
+    _passing: frozenset[int] = frozenset()
 
     def __init__(
         self,
@@ -64,6 +67,8 @@ class NeardupSpider(scrapy.Spider):
         if spider.max_pages is None:
             spider.max_pages = config.max_pages
         crawler.signals.connect(spider.headers_received, signal=signals.headers_received)
+        passing = crawler.settings.getlist("RETRY_HTTP_CODES")
+        spider._passing = frozenset(int(code) for code in passing)
         spider.logger.info(
             "seeds %s, allowed domains %s, max depth %s, max pages %s",
             spider.seeds,
@@ -104,11 +109,20 @@ class NeardupSpider(scrapy.Spider):
     def on_error(self, failure: Any) -> None:
         request = getattr(failure, "request", None)
         url = request.url if request is not None else "?"
+        links = NeardupSession.of(self.crawler).links
+        if failure.check(HttpError):  # an HTTP status (after Scrapy's retries, if it retries it)
+            self.crawler.stats.inc_value("dedup/requests_ignored")
+            if request is not None and failure.value.response.status in self._passing:
+                links.fetch_failed(request)  # 503, 429, ...: a later run tries it again
+            self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())
+            return
         if failure.check(IgnoreRequest):  # robots.txt, offsite, cancelled: not a failure
             self.crawler.stats.inc_value("dedup/requests_ignored")
             if request is not None:  # refused before it was sent: its budget place comes back
-                NeardupSession.of(self.crawler).links.refused(request)
+                links.refused(request)
             self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())
             return
+        if request is not None:  # a timeout, a refused connection, DNS: maybe passing
+            links.fetch_failed(request)
         self.crawler.stats.inc_value("dedup/fetch_errors")
         self.logger.info("fetch failed: %s: %s", url, failure.getErrorMessage())

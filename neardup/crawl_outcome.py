@@ -138,6 +138,13 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
             "went out); a larger budget goes further (a Scrapy project's JOBDIR resume "
             "starts with them)"
         )
+    if n("dedup/fetches_failed"):
+        lines.append(
+            f"fetches failed for a passing reason after Scrapy's retries (a timeout, a 503, ...): "
+            f"{n('dedup/fetches_failed')}; {n('dedup/failed_left_for_a_later_run')} kept for a "
+            f"later run of crawl {stats.get('crawl_id', '')!r}, which tries them again first "
+            "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL)"
+        )
     if n("dedup/seen_at_start"):
         lines.append(
             f"resumed crawl {stats.get('crawl_id', '')!r}: {n('dedup/seen_at_start')} URLs were "

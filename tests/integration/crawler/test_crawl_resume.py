@@ -122,3 +122,38 @@ def test_a_recrawl_on_the_same_index_reaches_a_page_that_changed_below_unchanged
         decision = latest[dup["url"]]
         assert decision.verdict == "unchanged" and not decision.follow_outlinks, dup
         assert decision.duplicate_of == dup["original"], dup
+
+
+def test_a_page_that_failed_in_one_run_is_fetched_by_the_next_run_of_the_crawl(
+    site_server: SiteServer, crawl_env: Env
+) -> None:
+    """/guide answers 503 during the first run (retries included): it stays claimed while that
+    run goes on, and at its close goes to the crawl's shared list. The next run of the same
+    crawl id fetches it. It used to stay claimed for good: a passing failure lost the page."""
+    truth = manifest(site_server)
+    site = site_server.site
+    answer = site.respond
+    busy = {"/guide"}
+
+    def respond(host: str, path: str, base: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        if host == "main" and path in busy:
+            return 503, {"Content-Type": "text/plain"}, b"busy"
+        return answer(host, path, base)
+
+    site.respond = respond  # type: ignore[method-assign]
+    crawl_env.worker()
+    seed = truth["seeds"]["main"]
+    once = {**FAST, "RETRY_TIMES": "1"}
+    wait_all(crawl_env, [crawl_env.crawler("run-1", seed, DOMAINS, **once)], 60)
+    assert _statuses(site_server, "main", "/guide") == [503, 503]
+    busy.clear()
+    wait_all(crawl_env, [crawl_env.crawler("run-2", seed, DOMAINS, **once)], 60)
+    assert _statuses(site_server, "main", "/guide") == [503, 503, 200]
+    log = crawl_env.log("run-1")
+    assert stats_line(log, "dedup/fetches_failed") == 1
+    assert stats_line(log, "dedup/failed_left_for_a_later_run") == 1
+    assert stats_line(crawl_env.log("run-2"), "dedup/requests_taken_over") == 1
+
+
+def _statuses(server: SiteServer, host: str, path: str) -> list[int]:
+    return [hit.status for hit in server.log if (hit.host, hit.path) == (host, path)]

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scrapy.exceptions import StopDownload
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http import HtmlResponse, Request, Response, TextResponse
+from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
+from twisted.internet.error import DNSLookupError
+from twisted.python.failure import Failure
 
 from crawler.middleware import NeardupSpiderMiddleware
 from crawler.session import NeardupSession
@@ -102,3 +105,28 @@ def test_arguments_settings_and_defaults() -> None:
 def test_no_seeds_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="no seeds"):
         get_crawler(NeardupSpider)._create_spider()
+
+
+def _failure(exc: Exception, request: Request) -> Any:
+    failure = Failure(exc)
+    failure.request = request  # type: ignore[attr-defined]  # as Scrapy sets it
+    return failure
+
+
+def test_a_download_that_failed_for_a_passing_reason_is_kept_for_a_later_run() -> None:
+    """A network error, or a status Scrapy retries (RETRY_HTTP_CODES) once its retries gave up;
+    not a 404, and not a request refused before it was sent."""
+    s = spider()
+    links = NeardupSession.of(s.crawler).links
+
+    def status(url: str, code: int) -> Any:
+        request = Request(url)
+        return _failure(HttpError(Response(url, status=code, request=request)), request)
+
+    s.on_error(status("http://a.test/busy", 503))
+    s.on_error(status("http://a.test/gone", 404))
+    s.on_error(_failure(DNSLookupError("b.test"), Request("http://b.test/")))
+    s.on_error(_failure(IgnoreRequest("Forbidden by robots.txt"), Request("http://a.test/p")))
+    assert [r.url for r in links.failed.take()] == ["http://a.test/busy", "http://b.test/"]
+    assert s.crawler.stats.get_value("dedup/fetch_errors") == 1
+    assert s.crawler.stats.get_value("dedup/requests_ignored") == 3

@@ -105,3 +105,11 @@ def test_a_crawl_that_reached_its_page_budget_says_so() -> None:
     assert "page budget reached (--max-pages, NEARDUP_MAX_PAGES): 70 links" in text
     assert "(4 places given back" in text
     assert "budget" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
+
+
+def test_a_crawl_whose_fetches_failed_says_how_many_a_later_run_tries_again() -> None:
+    stats = {"crawl_id": "c1", "dedup/fetches_failed": 3, "dedup/failed_left_for_a_later_run": 2}
+    text = "\n".join(outcome_lines({**stats, "dedup/pages_fetched": 9}, []))
+    assert "fetches failed for a passing reason after Scrapy's retries" in text
+    assert ": 3; 2 kept for a later run of crawl 'c1'" in text
+    assert "fetches failed" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
