@@ -6,7 +6,7 @@ seen set while the crawl runs, so the next link to it does not fetch it again (a
 linked from every page would cost a failed fetch per page). It used to stay claimed for good,
 and a later run of the crawl id never tried it again: a unique page lost to a passing failure.
 At the close the spider leaves these requests where a later run fetches them
-(:meth:`crawler.links_out.LinksOut.leave_failed`).
+(:meth:`crawler.links_out.LinksOut.leave_failed`), each as a fresh request (:func:`afresh`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ ONE_TRY_META = frozenset(
         "redirect_urls",
         "redirect_reasons",
         "download_latency",
+        "download_timeout",
     }
 )
 
@@ -43,6 +44,13 @@ class FailedFetches:
             del self._requests[next(iter(self._requests))]
         self._requests[request.url] = request
 
+    def oldest(self) -> Any | None:
+        """The oldest request kept (None: none); it stays kept until :meth:`forget`."""
+        return next(iter(self._requests.values()), None)
+
+    def forget(self, request: Any) -> None:
+        self._requests.pop(request.url, None)
+
     def take(self) -> list[Any]:
         """Every request kept, oldest first, and forget them."""
         requests, self._requests = list(self._requests.values()), {}
@@ -52,8 +60,13 @@ class FailedFetches:
         return len(self._requests)
 
 
-def afresh(request: Any, drop: frozenset[str] = frozenset(), **meta: Any) -> Any:
-    """A copy of ``request`` for another try: without the meta of its last one (and ``drop``),
-    with ``meta`` added."""
+def afresh(
+    request: Any, drop: frozenset[str] = frozenset(), priority_adjust: int = -1, **meta: Any
+) -> Any:
+    """A copy of ``request`` for another try, as its first try went out: without the meta of
+    its last one (and ``drop``), with ``meta`` added, filtered (a retry sets ``dont_filter``,
+    and a redirect copies it), and at its priority before the retries lowered it (Scrapy's
+    ``RETRY_PRIORITY_ADJUST`` once per retry)."""
     kept = {k: v for k, v in request.meta.items() if k not in ONE_TRY_META and k not in drop}
-    return request.replace(meta={**kept, **meta})
+    priority = request.priority - int(request.meta.get("retry_times", 0)) * priority_adjust
+    return request.replace(meta={**kept, **meta}, dont_filter=False, priority=priority)

@@ -18,6 +18,7 @@ under it, links handed to the crawl's other processes) is :class:`crawler.links_
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -77,6 +78,9 @@ class LinkScheduler(LinksOut):
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
         self.failed = FailedFetches()  # requests whose download failed, for a later run
+        #: Requests that passed every downloader middleware (Scrapy's request_reached_downloader)
+        #: still alive: a request object, not a meta flag, which copies sent again would carry.
+        self._reached: weakref.WeakSet[Any] = weakref.WeakSet()
         self.sharing: WorkSharing | None = None  # the crawl's other processes (crawler.sharing)
 
     # ---- pages and their requests (the pipeline, the middleware) -----------------------------
@@ -325,10 +329,29 @@ class LinkScheduler(LinksOut):
     def dropped(self, request: Any) -> None:
         """Scrapy's scheduler refused a released request, or a seed: one claimed by another
         process of the crawl (or an earlier run of it) gives back the place it took at open."""
+        self._not_sent(request)
+        self.refund(request)
+
+    def reached_downloader(self, request: Any) -> None:
+        self._reached.add(request)
+
+    def refused(self, request: Any) -> None:
+        """An ``IgnoreRequest`` ended ``request`` (its errback). If it never reached the
+        downloader, a downloader middleware refused it (robots.txt, offsite, one of the
+        project's), so it was never sent: its place comes back. One that reached it settled its
+        place there (a skip or a cancel gives it back itself, a request fetched ahead or held
+        back keeps it) or went out (an HTTP error). A copy sent ahead of its turn took no place:
+        its original, still queued, gives it back when it is refused in turn."""
+        if request in self._reached or request.meta.get(AHEAD_META):
+            return
+        self._not_sent(request)
+        if self.refund(request):
+            self.stats.inc_value("dedup/requests_refused_before_download")
+
+    def _not_sent(self, request: Any) -> None:
         if request.meta.get(LINK_META):
             self.ledger.dropped(request.url)
             self.queued.discard(canonicalize_url(request.url, self._drop_params))
-        self.refund(request)
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from crawler.failed import FailedFetches, afresh
 from crawler.frontier import Held, Ledger
 from crawler.judging import DecisionObserver, RequestGate
 from crawler.scope import spider_limit
-from crawler.seen import CrawlSeen, past_the_filter
+from crawler.seen import CLAIMED_META, CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
@@ -30,9 +31,6 @@ logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
-#: ``Request.meta`` flag of requests that passed every downloader middleware (Scrapy's
-#: ``request_reached_downloader``): what ends such a request settles its budget place there.
-REACHED_META = "neardup_reached_downloader"
 
 
 @dataclass
@@ -56,6 +54,7 @@ class LinksOut:
     queued: Queued
     skipped: SkippedRequests
     failed: FailedFetches
+    _reached: weakref.WeakSet[Any]
     sharing: WorkSharing | None
     _seen: Callable[[], CrawlSeen]
     _claim_failed: list[Want]
@@ -180,20 +179,25 @@ class LinksOut:
 
     def leave_failed(self) -> int:
         """At the close, each request whose download failed goes where a later run of the crawl
-        fetches it again: with ``JOBDIR`` the resume file's deferred requests; else the crawl's
-        shared list (a live peer may take it first); else (no sharing, or the hand-over is
-        refused) it is un-claimed, for the next link to it. How many were kept."""
+        fetches it again: with ``JOBDIR`` the resume file's deferred requests (sent as the
+        budget has room); else the crawl's shared list (a live peer may take it at once);
+        else (no sharing, or the hand-over is refused) it is un-claimed, with the URLs that
+        redirected to it, for the next link to it. How many were kept."""
         left = 0
-        for request in self.failed.take():
-            again = afresh(request, frozenset({REACHED_META}), **{LINK_META: True})
+        adjust = self.crawler.settings.getint("RETRY_PRIORITY_ADJUST")
+        while (request := self.failed.oldest()) is not None:
+            again = afresh(request, frozenset({CLAIMED_META}), adjust, **{LINK_META: True})
+            kept = True
             if self.budget.keep_deferred:
                 self.budget.deferred.append(again)
             elif self.sharing is not None and self.sharing.hand_over(again, self.crawler.spider):
                 self._seen().used(request.url, request.method, request.body)
             else:
-                self._seen().release(request.url, request.method, request.body)
-                continue
-            left += 1
+                for url in [*request.meta.get("redirect_urls", ()), request.url]:
+                    self._seen().release(url, request.method, request.body)
+                kept = False
+            self.failed.forget(request)  # placed: a failure above leaves the rest claimed
+            left += kept
         self.stats.inc_value("dedup/failed_left_for_a_later_run", left)
         return left
 
@@ -233,33 +237,21 @@ class LinksOut:
         self.stats.inc_value("dedup/outlinks_over_budget")
         return False
 
-    def refund(self, request: Any) -> None:
+    def refund(self, request: Any) -> bool:
         """A request the budget paid for never goes out (:mod:`crawler.budget`): its place
         goes to the next link, the first one a ``JOBDIR`` crawl kept over the budget if any.
         A seed counts as paid for (the budget counts the spider's seeds as it opens). A redirect
-        or a retry copies its request's meta, but follows a request that went out: no refund."""
+        or a retry copies its request's meta, but follows a request that went out: no refund.
+        True if the place came back."""
         if not (request.meta.get(LINK_META) or self._is_seed(request)):
-            return
+            return False
         if request.meta.get("redirect_urls") or request.meta.get("retry_times"):
-            return
+            return False
         self.stats.inc_value("dedup/budget_returned")
         waiting = self.budget.give_back(to_deferred=self.crawler.crawling)
         if waiting is not None:
             self._send_claimed(waiting)
-
-    def reached_downloader(self, request: Any) -> None:
-        request.meta[REACHED_META] = True
-
-    def refused(self, request: Any) -> None:
-        """An ``IgnoreRequest`` ended ``request`` (its errback). If it never reached the
-        downloader, a downloader middleware refused it (robots.txt, offsite, one of the
-        project's), so it was never sent: its place comes back. One that reached it settled its
-        place there (a skip or a cancel gives it back itself, a request fetched ahead or held
-        back keeps it) or went out (an HTTP error)."""
-        if request.meta.get(REACHED_META):
-            return
-        self.stats.inc_value("dedup/requests_refused_before_download")
-        self.refund(request)
+        return True
 
     def _is_seed(self, request: Any) -> bool:
         seeds = getattr(self.crawler.spider, "seeds", None)

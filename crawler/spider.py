@@ -24,6 +24,7 @@ import scrapy
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.misc import load_object
 
 from crawler.config import ConfigError, optional_int, parse_domains, parse_seeds
 from crawler.pages import is_html_type
@@ -40,6 +41,9 @@ class NeardupSpider(scrapy.Spider):
     name = "neardup"
     #: HTTP statuses of a passing failure (Scrapy's ``RETRY_HTTP_CODES``), read at start-up.
     _passing: frozenset[int] = frozenset()
+    #: Errors of a passing failure (Scrapy's ``RETRY_EXCEPTIONS``: timeouts, refused
+    #: connections, DNS, ...); not a body over ``DOWNLOAD_MAXSIZE`` or an unsupported scheme.
+    _passing_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(
         self,
@@ -69,6 +73,10 @@ class NeardupSpider(scrapy.Spider):
         crawler.signals.connect(spider.headers_received, signal=signals.headers_received)
         passing = crawler.settings.getlist("RETRY_HTTP_CODES")
         spider._passing = frozenset(int(code) for code in passing)
+        spider._passing_errors = tuple(
+            load_object(e) if isinstance(e, str) else e
+            for e in crawler.settings.getlist("RETRY_EXCEPTIONS")
+        )
         spider.logger.info(
             "seeds %s, allowed domains %s, max depth %s, max pages %s",
             spider.seeds,
@@ -122,7 +130,7 @@ class NeardupSpider(scrapy.Spider):
                 links.refused(request)
             self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())
             return
-        if request is not None:  # a timeout, a refused connection, DNS: maybe passing
+        if request is not None and failure.check(*self._passing_errors):  # maybe passing
             links.fetch_failed(request)
         self.crawler.stats.inc_value("dedup/fetch_errors")
         self.logger.info("fetch failed: %s: %s", url, failure.getErrorMessage())

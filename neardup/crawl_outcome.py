@@ -142,7 +142,7 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
         lines.append(
             f"fetches failed for a passing reason after Scrapy's retries (a timeout, a 503, ...): "
             f"{n('dedup/fetches_failed')}; {n('dedup/failed_left_for_a_later_run')} kept for a "
-            f"later run of crawl {stats.get('crawl_id', '')!r}, which tries them again first "
+            f"later run of crawl {stats.get('crawl_id', '')!r}, which tries them again "
             "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL)"
         )
     if n("dedup/seen_at_start"):

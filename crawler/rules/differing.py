@@ -129,12 +129,14 @@ class DifferingPairs:
 
     def note(self, url: str, other: str) -> None:
         key = self.key(url, other)
-        if key not in self._pairs:
+        if key in self._pairs:
+            del self._pairs[key]  # noted again: the newest (the oldest go first)
+        else:
             if len(self._pairs) >= self.limit:
                 del self._pairs[next(iter(self._pairs))]
-            self._pairs[key] = None
             if len(self._fresh) < self.limit:
                 self._fresh.append(key)
+        self._pairs[key] = None
 
     def fresh(self) -> list[tuple[str, str]]:
         """The pairs noted since the last call (:mod:`crawler.rules.fetch_back`)."""

@@ -150,7 +150,23 @@ def test_a_request_refused_before_the_downloader_gives_its_place_back() -> None:
         links.going_out(skipped)  # gives its place back itself ...
     links.refused(skipped)  # ... and its errback gives nothing more
     assert links.budget.spent == 0 and plugin.stat("dedup/budget_returned") == 3
+    links.refused(Request("http://a.test/own"))  # a spider's own request held no place
+    assert plugin.stat("dedup/requests_refused_before_download") == 2
     assert links.settle() and crawled(plugin) == ["/1", "/2", "/3"]
+
+
+def test_a_copy_sent_ahead_and_refused_gives_back_no_place_its_original_holds() -> None:
+    plugin = Plugin(NEARDUP_MAX_PAGES=2)
+    links = plugin.session.links
+    plugin.respond(requests("/1", "/2"))
+    plugin.decide(follow=True)
+    assert links.fetch_ahead("http://a.test/2")
+    ahead = plugin.engine.crawled[-1]
+    links.refused(ahead)  # robots.txt refuses the copy; the original is still queued
+    assert links.budget.spent == 2 and not plugin.stat("dedup/budget_returned")
+    links.refused(plugin.engine.crawled[1])  # then the original, in turn: one place back
+    assert links.budget.spent == 1 and plugin.stat("dedup/budget_returned") == 1
+    assert not links.fetch_ahead("http://a.test/2")  # no longer waiting in the queue
 
 
 def test_a_redirect_or_retry_that_is_refused_gives_no_place_back() -> None:

@@ -10,6 +10,7 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http import HtmlResponse, Request, Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import CancelledError
 from twisted.internet.error import DNSLookupError
 from twisted.python.failure import Failure
 
@@ -114,8 +115,9 @@ def _failure(exc: Exception, request: Request) -> Any:
 
 
 def test_a_download_that_failed_for_a_passing_reason_is_kept_for_a_later_run() -> None:
-    """A network error, or a status Scrapy retries (RETRY_HTTP_CODES) once its retries gave up;
-    not a 404, and not a request refused before it was sent."""
+    """An error or a status Scrapy retries (RETRY_EXCEPTIONS, RETRY_HTTP_CODES) once its
+    retries gave up; not a 404, a body over DOWNLOAD_MAXSIZE, or a request refused before it
+    was sent."""
     s = spider()
     links = NeardupSession.of(s.crawler).links
 
@@ -127,6 +129,7 @@ def test_a_download_that_failed_for_a_passing_reason_is_kept_for_a_later_run() -
     s.on_error(status("http://a.test/gone", 404))
     s.on_error(_failure(DNSLookupError("b.test"), Request("http://b.test/")))
     s.on_error(_failure(IgnoreRequest("Forbidden by robots.txt"), Request("http://a.test/p")))
+    s.on_error(_failure(CancelledError("over DOWNLOAD_MAXSIZE"), Request("http://a.test/big")))
     assert [r.url for r in links.failed.take()] == ["http://a.test/busy", "http://b.test/"]
-    assert s.crawler.stats.get_value("dedup/fetch_errors") == 1
+    assert s.crawler.stats.get_value("dedup/fetch_errors") == 2
     assert s.crawler.stats.get_value("dedup/requests_ignored") == 3

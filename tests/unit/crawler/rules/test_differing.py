@@ -36,10 +36,12 @@ def test_past_its_limit_the_memory_forgets_its_oldest_pair() -> None:
     pairs = DifferingPairs(limit=2)
     for i in range(3):
         pairs.note(f"{A}/p{i}", f"{A}/q{i}")
-    pairs.note(f"{A}/p2", f"{A}/q2")  # known already: nothing is forgotten for it
     assert len(pairs) == 2
     assert not pairs.known(f"{A}/p0", f"{A}/q0")
     assert pairs.known(f"{A}/p1", f"{A}/q1") and pairs.known(f"{A}/p2", f"{A}/q2")
+    pairs.note(f"{A}/p1", f"{A}/q1")  # noted again: the newest, so /p2 goes first
+    pairs.note(f"{A}/p3", f"{A}/q3")
+    assert pairs.known(f"{A}/p1", f"{A}/q1") and not pairs.known(f"{A}/p2", f"{A}/q2")
 
 
 def _activate(rules: SharedRules, origin: str, pages: range) -> None:
