@@ -42,8 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    worker = _worker_arguments(given)
+    if worker is not None:  # every argument is the worker's, flags and --help included
+        return crawl_commands.run_worker(argparse.Namespace(worker_args=worker))
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     _configure_logging(args.verbose)
     handler: Handler = args.handler
     try:
@@ -55,6 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0  # output piped into `head` and friends
     except KeyboardInterrupt:
         return 130
+
+
+def _worker_arguments(argv: list[str]) -> list[str] | None:
+    """The arguments after ``worker`` (past any ``-v``), or None for another command.
+    argparse's REMAINDER does not take arguments that look like options, so ``neardup worker
+    --k 5`` (and ``--help``) reached the umbrella parser and failed."""
+    at = 0
+    while at < len(argv) and argv[at] in ("-v", "-vv", "--verbose"):
+        at += 1
+    return argv[at + 1 :] if argv[at : at + 1] == ["worker"] else None
 
 
 def _configure_logging(verbosity: int) -> None:
