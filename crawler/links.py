@@ -353,6 +353,35 @@ class LinkScheduler(LinksOut):
             self.ledger.dropped(request.url)
             self.queued.discard(canonicalize_url(request.url, self._drop_params))
 
+    def leave_undecided(self) -> int:
+        """The spider stops before the end without ``JOBDIR``: the requests of pages still
+        awaiting a decision, and those the judge holds back (a duplicate's outlinks waiting on
+        a sample), go to the crawl's shared list undecided (in scope, claimed here now; one
+        claimed already is someone else's). Their pages are claimed, and a later run does not
+        read their decisions or samples: the outlinks were lost, and with them any page only
+        they link to. A duplicate's outlinks among them cost a fetch each. How many."""
+        sharing = self.sharing
+        if sharing is None or self.budget.keep_deferred:  # JOBDIR re-reads their decisions
+            return 0
+        pages = [(page.held, page.depth) for page in self.ledger.awaiting.values()]
+        held_back = getattr(self.judge, "held_back", None)  # a duplicate's outlinks on a sample
+        pages += [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
+        seen, given = self._seen(), 0
+        for held, depth in pages:
+            requests = [i.request for i in self.scope.keep(held, depth)]
+            requests = [r for r in requests if not r.dont_filter]
+            for request, new in zip(requests, self._claim(requests), strict=True):
+                if not new:
+                    continue
+                left = request.replace(meta={**request.meta, LINK_META: True})
+                if sharing.hand_over(left, self.crawler.spider):
+                    seen.used(request.url, request.method, request.body)
+                    given += 1
+                else:  # not JSON: nobody would fetch it claimed
+                    seen.release(request.url, request.method, request.body)
+        self.stats.inc_value("dedup/undecided_left_to_the_crawl", given)
+        return given
+
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""
         urls = sorted(self.suppressed)

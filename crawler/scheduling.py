@@ -180,22 +180,31 @@ class DecisionScheduler:
         return shared
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
+        self._close_down(spider, reason)
+        await maybe_deferred_to_future(deferToThread(self.feed.stop))
+        self._write_stats(reason)
+        logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
+
+    def _close_down(self, spider: Any, reason: str) -> None:
+        """What the close leaves behind, in this order: requests over the budget kept for a
+        ``JOBDIR`` resume, else handed to a live peer or un-claimed; failed fetches, and after a
+        stop before the end what the queue and the undecided pages hold, left for a later run;
+        then the resume file. The URL rules close last: the resume file and the undecided pages
+        take the requests their judge holds back (closed first, it was gone, and a ``JOBDIR``
+        resume never followed them)."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self.links.verdicts.release_all()
         self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
-        self._close_rules()
         self.links.count_saved()
-        # Kept for a JOBDIR resume, else handed to a live peer or un-claimed: before leaving.
         self.links.close_budget_waiting()
         self._leave(self.links.leave_failed, "requests whose download failed")
         if reason != "finished":
             self._leave(self.links.leave_queue, "queued requests")
+            self._leave(self.links.leave_undecided, "requests of pages without a decision")
         self._leave_sharing()
         self._save_resume(spider)
-        await maybe_deferred_to_future(deferToThread(self.feed.stop))
-        self._write_stats(reason)
-        logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
+        self._close_rules()
 
     def _leave(self, leave: Callable[[], int], what: str) -> None:
         """Leave ``what`` to a later run (``leave`` says how many); the crawl is over, so a

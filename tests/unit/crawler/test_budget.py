@@ -4,12 +4,13 @@ a rule just before its fetch, cancelled, refused by Scrapy's scheduler) gives it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 
-from crawler.frontier import ResumeState
+from crawler.frontier import Held, PageKey, ResumeState
 from crawler.judging import AdmitAll
 from crawler.links import LINK_META
 from crawler.scheduling import DecisionScheduler
@@ -244,6 +245,38 @@ def test_a_link_over_the_budget_goes_to_a_live_peer_instead_of_being_un_claimed(
         "http://a.test/2"
     ]
     assert links._seen().known_claimed("http://a.test/2")  # still the crawl's, for the peer
+
+
+def test_a_spider_stopped_before_the_end_leaves_the_requests_of_undecided_pages() -> None:
+    """A page published whose decision had not come: the page is claimed (fetched), and a
+    later run does not read its decision, so its outlinks, and any page only they reach, were
+    lost. They go to the crawl's shared list undecided, claimed (one claimed already is
+    someone else's); an offsite one stays out."""
+    plugin = Plugin(ALLOWED_DOMAINS=["a.test"])
+    plugin.crawler.spider.allowed_domains = ["a.test"]
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    links._seen().claim_many(["http://a.test/2"])  # another process has it
+    plugin.respond(requests("/1", "/2", "http://elsewhere.test/"))  # no decision yet
+    assert links.ledger.outstanding == 1
+
+    class SampleUnanswered:  # a duplicate's outlinks held back while a sample is fetched
+        def held_back(self) -> list[Any]:
+            key = PageKey("http://a.test/dup", 1.0)
+            return [(key, 1, 0.5, [Held("http://a.test/9", requests("/9")[0])])]
+
+    links.judge = SampleUnanswered()  # type: ignore[assignment]
+    assert links.leave_undecided() == 2
+    links.sharing.flush()
+    taker = WorkSharing(store, "next run")
+    left, member = taker.take(None, plugin.crawler.spider)
+    assert member.url == "http://a.test/9"
+    assert left.url == "http://a.test/1" and left.meta[LINK_META]
+    assert links._seen().known_claimed("http://a.test/1")
+    assert plugin.stat("dedup/undecided_left_to_the_crawl") == 2
+    links.budget.keep_deferred = True  # JOBDIR: the resumed run reads their decisions
+    assert links.leave_undecided() == 0
 
 
 def test_a_spider_stopped_before_the_end_leaves_its_queue_to_the_crawl() -> None:

@@ -434,7 +434,14 @@ def test_what_the_url_rules_held_back_survives_a_stop_with_jobdir(tmp_path: Path
     links.gate = HoldBeforeFetch()
     with pytest.raises(IgnoreRequest, match="held back"):
         links.going_out(third)
-    DecisionScheduler(first.crawler, first.session)._save_resume(spider)
+
+    class InstalledRules:  # the close uninstalls them: judge and gate back to the decision's
+        def close(self) -> None:
+            pass
+
+    first.session.rules = InstalledRules()
+    DecisionScheduler(first.crawler, first.session)._close_down(spider, "shutdown")
+    assert not hasattr(links.judge, "held_back")  # uninstalled after the resume file
 
     resumed = Plugin(JOBDIR=str(tmp_path))
     spider = resumed.crawler.spider
