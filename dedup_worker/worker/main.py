@@ -134,9 +134,11 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
 
 
 def build_leave_turn(config: WorkerConfig) -> LeaveTurn | None:
-    """Workers of a rolling topic's group leave it one at a time (``redis_leave_turn``: the
-    embedded broker's wedged groups); without Redis there is one worker, so no turn."""
-    if not config.topic_generations or config.memory_backend:
+    """Workers of one group leave it one at a time (``redis_leave_turn``: the embedded broker's
+    wedged groups); without Redis there is one worker, so no turn. Until 29 Nov only a rolling
+    topic's workers took turns, and two ``neardup crawl`` runs in a row against ``neardup up``
+    without topic generations stalled the second: its workers never got a partition."""
+    if config.memory_backend:
         return None
     from dedup_worker.adapters.redis_client import connect
     from dedup_worker.adapters.redis_leave_turn import RedisLeaveTurn

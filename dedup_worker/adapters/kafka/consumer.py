@@ -244,16 +244,19 @@ class PageConsumer:
     def close(self) -> None:
         """Leave the group (its partitions move at once) without committing anything more.
 
-        With a leave turn (a rolling topic's group, whose workers share Redis), one member
-        leaves at a time, and only after polling ``ROLLING_SETTLE_S``: the rebalance of the
-        member before it has then run its course (see ``redis_leave_turn`` for the Tansu bug
-        this avoids; the cooperative rebalances of rolling topics revoke nothing when a peer
-        leaves, so ``_finish_rebalance`` alone cannot tell that one is under way)."""
-        if self._leave_turn is None or self._generations is None:
+        With a leave turn (workers sharing Redis), one member leaves at a time, after the one
+        before it is gone (see ``redis_leave_turn`` for the Tansu bug this avoids). A rolling
+        topic's member first polls ``ROLLING_SETTLE_S``: its cooperative rebalances revoke
+        nothing when a peer leaves, so ``_finish_rebalance`` alone cannot tell that one is under
+        way; another sees the rebalance revoke its partitions and waits for the new ones."""
+        if self._leave_turn is None:
             self._leave()
             return
         with self._leave_turn(self._poll_while_waiting):
-            self._leave(ROLLING_SETTLE_S)
+            if self._generations is None:
+                self._leave()
+            else:
+                self._leave(ROLLING_SETTLE_S)
 
     def _poll_while_waiting(self) -> None:
         """A poll whose records are dropped (not committed: the next owner reads them)."""
