@@ -77,6 +77,7 @@ class WorkerConfig:
     transactional: TransactionMode = "auto"
     create_topics: bool = True
     topic_generations: bool = False  # pages and decisions roll as generations (README)
+    leave_turn: TransactionMode = "auto"  # leave the group one worker at a time (README)
     generation_records: int = 4000
     partitions: int = 4
     replication: int = 1

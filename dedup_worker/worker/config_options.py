@@ -118,6 +118,13 @@ OPTIONS: tuple[Option, ...] = (
         "bounded number of batches (on for the embedded stack, whose broker lists them all)",
     ),
     Option(
+        "leave_turn",
+        parse.choice("auto", "on", "off"),
+        "workers sharing Redis leave their group one at a time, which the embedded broker "
+        "(Tansu 0.6.0) needs or the group wedges: auto (with topic_generations, or on the "
+        "embedded stack's broker), on, off (a Kafka cluster stops many workers faster)",
+    ),
+    Option(
         "generation_records",
         parse.integer(100, 10_000_000),
         "with topic_generations: records (offsets) one partition of the newest generation holds "

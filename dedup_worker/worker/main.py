@@ -26,6 +26,7 @@ from dedup_worker.adapters.kafka import (
     fence,
 )
 from dedup_worker.adapters.kafka.consumer import LeaveTurn
+from dedup_worker.adapters.kafka.settings import EMBEDDED_CLUSTER_ID
 from dedup_worker.contract.messages import Page
 from dedup_worker.core.engine import DedupEngine, EngineSettings
 from dedup_worker.core.index_api import HammingIndex
@@ -110,7 +111,7 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
     engine = _with_retries(lambda: build_engine(config, metrics), config, stop)
     kafka = config.kafka()
     # A refused login or TLS handshake stops the worker here, naming the settings to fix.
-    _with_retries(lambda: check_access(kafka), config, stop)
+    cluster_id = _with_retries(lambda: check_access(kafka), config, stop)
     if config.create_topics:
         topics = [config.pages_topic, config.decisions_topic, config.dlq_topic]
         _with_retries(
@@ -126,19 +127,24 @@ def build_worker(config: WorkerConfig, stop: threading.Event | None = None) -> W
         config.group_id,
         fetch_wait_ms=config.fetch_wait_ms,
         max_message_bytes=config.max_message_bytes,
-        leave_turn=build_leave_turn(config),
+        leave_turn=build_leave_turn(config, cluster_id),
     )
     if config.metrics_port:
         metrics.serve(config.metrics_port)
     return Worker(config, engine, consumer, producer, metrics)
 
 
-def build_leave_turn(config: WorkerConfig) -> LeaveTurn | None:
+def build_leave_turn(config: WorkerConfig, cluster_id: str | None = None) -> LeaveTurn | None:
     """Workers of one group leave it one at a time (``redis_leave_turn``: the embedded broker's
-    wedged groups); without Redis there is one worker, so no turn. Until 29 Nov only a rolling
-    topic's workers took turns, and two ``neardup crawl`` runs in a row against ``neardup up``
-    without topic generations stalled the second: its workers never got a partition."""
-    if config.memory_backend:
+    wedged groups) with ``NEARDUP_LEAVE_TURN=on``, or ``auto`` on rolling topics or the
+    embedded stack's broker (``cluster_id``); without Redis there is one worker, so no turn.
+    Until 29 Nov only a rolling topic's workers took turns, and two ``neardup crawl`` runs in a
+    row against ``neardup up`` without topic generations stalled the second. On a Kafka
+    cluster the turn only slows a stop of many workers (each waits for the one before)."""
+    embedded = config.topic_generations or cluster_id == EMBEDDED_CLUSTER_ID
+    if config.memory_backend or config.leave_turn == "off":
+        return None
+    if config.leave_turn == "auto" and not embedded:
         return None
     from dedup_worker.adapters.redis_client import connect
     from dedup_worker.adapters.redis_leave_turn import RedisLeaveTurn

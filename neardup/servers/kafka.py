@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import NoReturn, Self
 
 from dedup_worker.adapters.kafka import KafkaSettings, TopicAdmin
+from dedup_worker.adapters.kafka.settings import EMBEDDED_CLUSTER_ID
 from dedup_worker.errors import BackendUnavailable
 from neardup.errors import StackError
 from neardup.servers.process import (
@@ -95,7 +96,7 @@ class KafkaBroker:
         host: str = "127.0.0.1",
         startup_timeout: float = 20.0,
         binary: str | None = None,
-        cluster_id: str = "neardup",
+        cluster_id: str = EMBEDDED_CLUSTER_ID,
         runtime_threads: int = 1,
         advertised_port: int | None = None,
         authentication: bool = False,

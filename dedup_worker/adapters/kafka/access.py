@@ -43,18 +43,19 @@ _REFUSALS = frozenset(
 )
 
 
-def check_access(settings: KafkaSettings, timeout: float = REQUEST_TIMEOUT_S) -> None:
-    """Fetch the broker's metadata once. ``ConfigError`` (naming the settings) when the broker
-    refuses the credentials or the TLS handshake fails; ``BackendUnavailable`` when it cannot
-    be reached within ``timeout`` seconds (callers retry that)."""
+def check_access(settings: KafkaSettings, timeout: float = REQUEST_TIMEOUT_S) -> str | None:
+    """Fetch the broker's metadata once; the cluster's id. ``ConfigError`` (naming the
+    settings) when the broker refuses the credentials or the TLS handshake fails;
+    ``BackendUnavailable`` when it cannot be reached within ``timeout`` seconds (callers retry
+    that)."""
     errors: list[KafkaError] = []
     with kafka_errors("configuring the Kafka client"):
         admin = AdminClient(settings.client_config({"error_cb": errors.append}))
     deadline = time.monotonic() + timeout
     while True:
         try:
-            admin.list_topics(timeout=1.0)
-            return
+            cluster_id: str | None = admin.list_topics(timeout=1.0).cluster_id
+            return cluster_id
         except KafkaException as exc:
             failure = exc
         admin.poll(0)  # runs the error callback

@@ -52,6 +52,10 @@ PARTITIONER = "murmur2_random"
 #: Apache Kafka.
 GROUP_TIMEOUTS: dict[str, int] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 
+#: The cluster id of the embedded stack's broker (Tansu, started by ``neardup up`` and
+#: ``neardup crawl``): its consumer groups need the leave turn (``redis_leave_turn``).
+EMBEDDED_CLUSTER_ID = "neardup"
+
 #: Longest wait for one request (metadata, a transactional step, a topic creation) before it
 #: fails; callers that can wait longer retry.
 REQUEST_TIMEOUT_S = 30.0

@@ -152,3 +152,29 @@ def test_the_worker_compresses_what_it_produces_with_the_codec_asked_for() -> No
     assert "compression=zstd" in config.describe()
     with pytest.raises(ConfigError, match="NEARDUP_KAFKA_COMPRESSION must be one of none, gzip"):
         load_config([], {"NEARDUP_KAFKA_COMPRESSION": "brotli"})
+
+
+@pytest.mark.parametrize(
+    ("setting", "generations", "cluster_id", "turns"),
+    [
+        ("auto", "off", "neardup", True),  # the embedded stack's broker (Tansu): its groups wedge
+        ("auto", "on", "kafka-prod", True),  # rolling topics: the embedded stack's setting
+        ("auto", "off", "kafka-prod", False),  # a Kafka cluster: stops of many workers stay fast
+        ("auto", "off", None, False),
+        ("on", "off", "kafka-prod", True),
+        ("off", "on", "neardup", False),
+    ],
+)
+def test_workers_take_turns_leaving_their_group_on_the_embedded_broker(
+    setting: str, generations: str, cluster_id: str | None, turns: bool
+) -> None:
+    from dedup_worker.worker.main import build_leave_turn
+
+    env = {
+        "NEARDUP_REDIS_URL": "redis://127.0.0.1:1/0",  # never reached: a turn is made lazily
+        "NEARDUP_LEAVE_TURN": setting,
+        "NEARDUP_TOPIC_GENERATIONS": generations,
+    }
+    assert (build_leave_turn(load_config([], env), cluster_id) is not None) is turns
+    memory = load_config([], {**env, "NEARDUP_REDIS_URL": "memory"})
+    assert build_leave_turn(memory, cluster_id) is None  # one worker: no turn
