@@ -43,7 +43,7 @@ from crawler.judging import (
 from crawler.links_out import LINK_META, LinksOut, Want
 from crawler.scope import Scope
 from crawler.seen import CrawlSeen, past_the_filter
-from crawler.sharing import WorkSharing
+from crawler.sharing import WorkSharing, encode_request
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
@@ -310,9 +310,12 @@ class LinkScheduler(LinksOut):
             if not self.take_budget():
                 self._over_budget(request)  # stands by, deferred or un-claimed: never lost
                 continue
-            request.meta[LINK_META] = True
             # Claimed by us before: past the filter. Claimed just now: the filter lets it by.
-            self.crawler.engine.crawl(past_the_filter(request) if claimed else request)
+            if claimed:
+                self._send_claimed(request)
+            else:
+                request.meta[LINK_META] = True
+                self.crawler.engine.crawl(request)
             self.stats.inc_value("dedup/requests_fetched_back")
 
     def paced(self) -> list[Any]:
@@ -324,7 +327,7 @@ class LinkScheduler(LinksOut):
         for url in urls:
             request = self._paced.pop(url, None)
             if request is not None and self.crawler.crawling:
-                self.crawler.engine.crawl(past_the_filter(request))
+                self._send_claimed(request)
 
     def dropped(self, request: Any) -> None:
         """Scrapy's scheduler refused a released request, or a seed: one claimed by another
@@ -355,32 +358,43 @@ class LinkScheduler(LinksOut):
 
     def leave_undecided(self) -> int:
         """The spider stops before the end without ``JOBDIR``: the requests of pages still
-        awaiting a decision, and those the judge holds back (a duplicate's outlinks waiting on
-        a sample), go to the crawl's shared list undecided (in scope, claimed here now; one
-        claimed already is someone else's). Their pages are claimed, and a later run does not
-        read their decisions or samples: the outlinks were lost, and with them any page only
-        they link to. A duplicate's outlinks among them cost a fetch each. How many."""
+        awaiting a decision (one that came while its page collected is honoured: a duplicate's
+        are not left), and those the judge holds back (a duplicate's outlinks waiting on a
+        sample), go to the crawl's shared list undecided (in scope, claimed here now, in one
+        step; one claimed already is someone else's). Their pages are claimed, and a later run
+        does not read their decisions or samples: the outlinks were lost, and with them any
+        page only they link to. A duplicate's outlinks among them cost a fetch each. If the
+        push fails, the claims are given back. How many."""
         sharing = self.sharing
         if sharing is None or self.budget.keep_deferred:  # JOBDIR re-reads their decisions
             return 0
-        pages = [(page.held, page.depth) for page in self.ledger.awaiting.values()]
-        held_back = getattr(self.judge, "held_back", None)  # a duplicate's outlinks on a sample
+        requests = [r for r in self._undecided() if not r.dont_filter]
+        spider, seen = self.crawler.spider, self._seen()
+        left = [r for r in requests if encode_request(r, spider) is not None]  # JSON only
+        handed = [r for r, new in zip(left, self._claim(left), strict=True) if new]
+        for request in handed:
+            sharing.hand_over(request.replace(meta={**request.meta, LINK_META: True}), spider)
+            seen.used(request.url, request.method, request.body)
+        try:
+            sharing.flush()
+        except Exception:  # claimed with no entry in the list: nobody would fetch them
+            for request in handed:
+                seen.release(request.url, request.method, request.body)
+            raise
+        self.stats.inc_value("dedup/undecided_left_to_the_crawl", len(handed))
+        return len(handed)
+
+    def _undecided(self) -> list[Any]:
+        """The in-scope requests of pages without a (following) decision, and those the judge
+        holds back."""
+        pages = [
+            (page.held, page.depth)
+            for page in self.ledger.awaiting.values()
+            if page.decision is None or page.decision.follow_outlinks
+        ]
+        held_back = getattr(self.judge, "held_back", None)
         pages += [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
-        seen, given = self._seen(), 0
-        for held, depth in pages:
-            requests = [i.request for i in self.scope.keep(held, depth)]
-            requests = [r for r in requests if not r.dont_filter]
-            for request, new in zip(requests, self._claim(requests), strict=True):
-                if not new:
-                    continue
-                left = request.replace(meta={**request.meta, LINK_META: True})
-                if sharing.hand_over(left, self.crawler.spider):
-                    seen.used(request.url, request.method, request.body)
-                    given += 1
-                else:  # not JSON: nobody would fetch it claimed
-                    seen.release(request.url, request.method, request.body)
-        self.stats.inc_value("dedup/undecided_left_to_the_crawl", given)
-        return given
+        return [item.request for held, depth in pages for item in self.scope.keep(held, depth)]
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

@@ -214,8 +214,7 @@ class LinksOut:
             )
         for request in taken:
             self.budget.take()  # there was room for it
-            request.meta[LINK_META] = True
-            self.crawler.engine.crawl(past_the_filter(request))
+            self._send_claimed(request)
         self.stats.inc_value("dedup/requests_taken_over", len(taken))
         return bool(taken)
 
@@ -260,9 +259,13 @@ class LinksOut:
         return canonicalize_url(request.url) in seeds
 
     def _send_claimed(self, request: Any) -> None:
-        """A request claimed when it went over the budget: past the filter."""
+        """A request this crawl claimed already (over the budget, taken from a peer, held back
+        by the rules, fetched back) goes out past the filter. It is queued as it waits in
+        Scrapy's scheduler: a stop before the end leaves it to the crawl (``leave_queue``)."""
         request.meta[LINK_META] = True
-        self.crawler.engine.crawl(past_the_filter(request))
+        sent = past_the_filter(request)
+        self.queued.add(canonicalize_url(sent.url, self.config.extract_options.drop_params), sent)
+        self.crawler.engine.crawl(sent)
 
     def _over_budget(self, request: Any, give: bool = True) -> None:
         self.ledger.dropped(request.url)

@@ -194,17 +194,19 @@ class DecisionScheduler:
         resume never followed them)."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self.links.verdicts.release_all()
-        self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
-        self.links.count_saved()
-        self.links.close_budget_waiting()
-        self._leave(self.links.leave_failed, "requests whose download failed")
-        if reason != "finished":
-            self._leave(self.links.leave_queue, "queued requests")
-            self._leave(self.links.leave_undecided, "requests of pages without a decision")
-        self._leave_sharing()
-        self._save_resume(spider)
-        self._close_rules()
+        try:
+            self.links.verdicts.release_all()
+            self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
+            self.links.count_saved()
+            self.links.close_budget_waiting()
+            self._leave(self.links.leave_failed, "requests whose download failed")
+            if reason != "finished":
+                self._leave(self.links.leave_queue, "queued requests")
+                self._leave(self.links.leave_undecided, "requests of pages without a decision")
+            self._leave_sharing()
+            self._save_resume(spider)
+        finally:  # whatever failed above, the rules' counts go out and their client closes
+            self._close_rules()
 
     def _leave(self, leave: Callable[[], int], what: str) -> None:
         """Leave ``what`` to a later run (``leave`` says how many); the crawl is over, so a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -66,7 +67,7 @@ def _worker_arguments(argv: list[str]) -> list[str] | None:
     argparse's REMAINDER does not take arguments that look like options, so ``neardup worker
     --k 5`` (and ``--help``) reached the umbrella parser and failed."""
     at = 0
-    while at < len(argv) and argv[at] in ("-v", "-vv", "--verbose"):
+    while at < len(argv) and (argv[at] == "--verbose" or re.fullmatch(r"-v+", argv[at])):
         at += 1
     return argv[at + 1 :] if argv[at : at + 1] == ["worker"] else None
 

@@ -3,6 +3,7 @@ a rule just before its fetch, cancelled, refused by Scrapy's scheduler) gives it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,35 @@ def test_a_spider_stopped_before_the_end_leaves_the_requests_of_undecided_pages(
     assert plugin.stat("dedup/undecided_left_to_the_crawl") == 2
     links.budget.keep_deferred = True  # JOBDIR: the resumed run reads their decisions
     assert links.leave_undecided() == 0
+
+
+def test_a_request_taken_from_a_peer_is_left_to_the_crawl_at_a_stop_too() -> None:
+    """It waited in Scrapy's scheduler unknown to the queue, and stayed claimed at a stop."""
+    plugin = Plugin()
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    peer = WorkSharing(store, "peer")
+    assert peer.hand_over(requests("/x")[0], plugin.crawler.spider)
+    peer.flush()
+    assert links.take_shared() and [r.url for r in plugin.engine.crawled] == ["http://a.test/x"]
+    assert links.leave_queue() == 1
+
+
+def test_undecided_requests_whose_push_fails_are_given_back_to_the_crawl() -> None:
+    """Claimed with no entry in the shared list, nobody would fetch them: un-claimed."""
+
+    class Down(MemoryPeerStore):
+        def push(self, requests: Sequence[bytes]) -> None:
+            raise ConnectionError("redis is restarting")
+
+    plugin = Plugin()
+    links = plugin.session.links
+    links.sharing = WorkSharing(Down(), "this")
+    plugin.respond(requests("/1"))
+    with pytest.raises(ConnectionError):
+        links.leave_undecided()
+    assert not links._seen().contains_many(["http://a.test/1"])[0]
 
 
 def test_a_spider_stopped_before_the_end_leaves_its_queue_to_the_crawl() -> None:

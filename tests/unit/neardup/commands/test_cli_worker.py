@@ -16,7 +16,7 @@ def test_the_worker_takes_its_flags_and_its_help_through_neardup(
         main(["worker", "--help"])
     assert help_exit.value.code == 0
     assert "usage: dedup-worker" in capsys.readouterr().out
-    assert main(["-v", "worker", "--k", "99"]) == 2  # the worker's own configuration check
+    assert main(["-vvv", "worker", "--k", "99"]) == 2  # the worker's own configuration check
     error = capsys.readouterr().err
     assert "dedup-worker: configuration error: --k must be an integer 0..8, got 99" in error
     assert "unrecognized arguments" not in error
