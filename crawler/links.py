@@ -385,8 +385,8 @@ class LinkScheduler(LinksOut):
         return len(handed)
 
     def _undecided(self) -> list[Any]:
-        """The in-scope requests of pages without a (following) decision, and those the judge
-        holds back."""
+        """The in-scope requests of pages without a decision applied (one that came while the
+        page collected is honoured), and those the judge holds back."""
         pages = [
             (page.held, page.depth)
             for page in self.ledger.awaiting.values()
@@ -394,6 +394,8 @@ class LinkScheduler(LinksOut):
         ]
         held_back = getattr(self.judge, "held_back", None)
         pages += [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
+        # A decision that came while its page collected, applied at the next poll (none came).
+        pages += [(list(o.held), o.depth) for o in self._ready if o.action is Action.FOLLOW]
         return [item.request for held, depth in pages for item in self.scope.keep(held, depth)]
 
     def count_saved(self) -> None:

@@ -17,6 +17,7 @@ from crawler.links import LINK_META
 from crawler.scheduling import DecisionScheduler
 from crawler.seen import CLAIMED_META
 from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
+from dedup_worker.contract.messages import Decision, Verdict
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
 
@@ -291,6 +292,31 @@ def test_a_request_taken_from_a_peer_is_left_to_the_crawl_at_a_stop_too() -> Non
     peer.flush()
     assert links.take_shared() and [r.url for r in plugin.engine.crawled] == ["http://a.test/x"]
     assert links.leave_queue() == 1
+
+
+def test_a_decision_that_came_while_its_page_collected_is_honoured_at_a_stop() -> None:
+    """Applied at the next poll, which never comes: its page's requests are left (a new
+    page's), or not (a duplicate's, unless a judge follows them)."""
+    plugin = Plugin()
+    links = plugin.session.links
+    links.sharing = WorkSharing(MemoryPeerStore(), "this")
+    for path, follow in (("/new", True), ("/dup", False)):
+        key = PageKey(f"http://a.test{path}", 1.0)
+        request = requests(f"{path}/child")[0]
+        links.ledger.published(key, 0, (request.url,), collecting=True)
+        links.ledger.hold(key, Held(request.url, request))
+        verdict = Verdict.UNIQUE if follow else Verdict.NEAR_DUPLICATE
+        decision = Decision(
+            url=key.url, host="a.test", fetched_at=1.0, decided_at=2.0, verdict=verdict,
+            simhash="0" * 16, priority=0.5, follow_outlinks=follow,
+            outlinks=(request.url,) if follow else (),
+            duplicate_of=None if follow else "http://a.test/original",
+        )  # fmt: skip
+        links.ledger.apply(decision)  # the page still collects: it waits
+        links.close(key)  # ready for the next poll
+    assert links.leave_undecided() == 1
+    assert links._seen().known_claimed("http://a.test/new/child")
+    assert not links._seen().contains_many(["http://a.test/dup/child"])[0]
 
 
 def test_undecided_requests_whose_push_fails_are_given_back_to_the_crawl() -> None:
