@@ -396,7 +396,9 @@ class LinkScheduler(LinksOut):
         pages += [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
         # A decision that came while its page collected, applied at the next poll (none came).
         pages += [(list(o.held), o.depth) for o in self._ready if o.action is Action.FOLLOW]
-        return [item.request for held, depth in pages for item in self.scope.keep(held, depth)]
+        # A page's requests are one level below it (DepthMiddleware off: no depth in meta).
+        keep = self.scope.keep
+        return [item.request for held, depth in pages for item in keep(held, depth + 1)]
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

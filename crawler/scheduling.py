@@ -197,12 +197,12 @@ class DecisionScheduler:
         try:
             self.links.verdicts.release_all()
             self.stats.set_value("dedup/outstanding_at_close", self.links.ledger.outstanding)
-            self.links.count_saved()
             self.links.close_budget_waiting()
             self._leave(self.links.leave_failed, "requests whose download failed")
             if reason != "finished":
                 self._leave(self.links.leave_queue, "queued requests")
                 self._leave(self.links.leave_undecided, "requests of pages without a decision")
+            self.links.count_saved()  # after the leaving: what a later run will fetch is claimed
             self._leave_sharing()
             self._save_resume(spider)
         finally:  # whatever failed above, the rules' counts go out and their client closes

@@ -319,6 +319,29 @@ def test_a_decision_that_came_while_its_page_collected_is_honoured_at_a_stop() -
     assert not links._seen().contains_many(["http://a.test/dup/child"])[0]
 
 
+def test_undecided_requests_below_the_depth_limit_stay_out() -> None:
+    """Without DepthMiddleware a request has no depth in its meta: it is one below its page."""
+    plugin = Plugin(NEARDUP_MAX_DEPTH=1)
+    links = plugin.session.links
+    links.sharing = WorkSharing(MemoryPeerStore(), "this")
+    key = PageKey("http://a.test/deep", 1.0)
+    links.ledger.published(key, 1, ("http://a.test/deeper",), collecting=True)
+    links.ledger.hold(key, Held("http://a.test/deeper", requests("/deeper")[0]))
+    assert links.leave_undecided() == 0 and plugin.stat("dedup/outlinks_too_deep") == 1
+
+
+def test_a_suppressed_link_an_undecided_page_leaves_to_the_crawl_is_not_counted_saved() -> None:
+    plugin = Plugin()
+    links = plugin.session.links
+    links.sharing = WorkSharing(MemoryPeerStore(), "this")
+    plugin.respond(requests("/x"))
+    plugin.decide(follow=False)  # a duplicate: /x suppressed
+    plugin.respond(requests("/x"), url="http://a.test/other")  # no decision yet
+    DecisionScheduler(plugin.crawler, plugin.session)._close_down(plugin.crawler.spider, "shutdown")
+    assert plugin.stat("dedup/undecided_left_to_the_crawl") == 1
+    assert plugin.stat("dedup/outlinks_suppressed") == 0  # a later run fetches it
+
+
 def test_undecided_requests_whose_push_fails_are_given_back_to_the_crawl() -> None:
     """Claimed with no entry in the shared list, nobody would fetch them: un-claimed."""
 
