@@ -5,7 +5,8 @@ of JSON requests. Both carry the crawl id as hash tag, as its seen sets do: one 
 server of a cluster serves all of a crawl's keys. Each operation is one command or script, so
 no check-then-insert spans two; LPOP with a count (Redis >= 6.2) hands each request to one
 taker. Beats are timed and aged by the server's clock: crawler processes on machines whose
-clocks disagree still see each other's beats at their true age.
+clocks disagree still see each other's beats at their true age. A push or pop sent twice (its
+reply lost) runs once: see :mod:`crawler.redis_replies`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Self
 
+from crawler.redis_replies import REPLAY_PRELUDE, Replies
 from crawler.seen import check_crawl_id
 from crawler.sharing import Peer
 from dedup_worker.adapters.redis_client import (
@@ -42,6 +44,28 @@ table.insert(reply, 1, now)
 return reply
 """
 
+#: Append requests to the shared list (after :data:`~crawler.redis_replies.REPLAY_PRELUDE`:
+#: KEYS[1], ARGV[1..2]). KEYS[2] the list; ARGV[3..] the requests. Returns the list's length.
+PUSH_SCRIPT = (
+    REPLAY_PRELUDE
+    + """
+local length = redis.call('LLEN', KEYS[2])
+for lo = 3, #ARGV, 1000 do
+  length = redis.call('RPUSH', KEYS[2], unpack(ARGV, lo, math.min(#ARGV, lo + 999)))
+end
+return answer(length)
+"""
+)
+
+#: Take requests from the front of the shared list (after the prelude). KEYS[2] the list;
+#: ARGV[3] how many at most. Returns them (none: an empty list).
+POP_SCRIPT = (
+    REPLAY_PRELUDE
+    + """
+return answer(redis.call('LPOP', KEYS[2], ARGV[3]) or {})
+"""
+)
+
 
 def peers_key(crawl_id: str) -> str:
     check_crawl_id(crawl_id)
@@ -63,6 +87,13 @@ class RedisPeerStore:
         self.peers_key = peers_key(crawl_id)
         self.shared_key = shared_key(crawl_id)
         self._beat = client.register_script(BEAT_SCRIPT)
+        self._push = client.register_script(PUSH_SCRIPT)
+        self._pop = client.register_script(POP_SCRIPT)
+        self._replies = Replies(crawl_id)
+        # The calls of a push that raised, (reply key, requests) each: sent again, exactly,
+        # when the requests come again (``Sharing.flush`` sends its outbox again, in order).
+        self._unpushed: list[tuple[str, list[bytes]]] = []
+        self._unpopped: str | None = None  # the reply key of a pop that raised
 
     @classmethod
     def from_url(
@@ -85,17 +116,41 @@ class RedisPeerStore:
             self._client.hdel(self.peers_key, token)
 
     def push(self, requests: Sequence[bytes]) -> None:
-        if requests:
-            with translated(self.url):
-                self._client.rpush(self.shared_key, *requests)
+        """Append ``requests``, once each however often a call is sent again: a push that
+        raised (the server may have run it) is sent again as the same calls when its requests
+        come first in the next push; any other requests go as a new call."""
+        rest = list(requests)
+        calls, self._unpushed = self._unpushed, []
+        for at, (key, items) in enumerate(calls):
+            if rest[: len(items)] != items:
+                self._replies.answered(*(key for key, _ in calls[at:]))  # not coming again
+                del calls[at:]
+                break
+            rest = rest[len(items) :]
+        if rest:
+            calls.append((self._replies.new_key(), rest))
+        with translated(self.url):
+            try:
+                for key, items in calls:
+                    self._replies.call(self._push, key, [self.shared_key], items)
+            except Exception:
+                self._unpushed = calls
+                raise
+        self._replies.answered(*(key for key, _ in calls))
 
     def pop(self, count: int) -> list[bytes]:
+        """Up to ``count`` requests; a pop that raised is sent again as the same call (if the
+        server ran it, the requests it took come back; taken twice, they were lost)."""
         if count <= 0:
             return []
+        key, self._unpopped = self._unpopped or self._replies.new_key(), None
         with translated(self.url):
-            taken = self._client.lpop(self.shared_key, count)
-        if not isinstance(taken, list):  # nil: the list is empty (or gone)
-            return []
+            try:
+                taken = self._replies.call(self._pop, key, [self.shared_key], [count])
+            except Exception:
+                self._unpopped = key
+                raise
+        self._replies.answered(key)
         return [item if isinstance(item, bytes) else item.encode() for item in taken]
 
     def close(self) -> None:

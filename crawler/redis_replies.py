@@ -1,0 +1,79 @@
+"""Calls to a crawl's Redis that change its state, made safe to send twice.
+
+redis-py sends a command again when the connection drops before its reply arrives (its default
+retry, which the crawler's stores keep so a blip does not fail a crawl). If the server had run
+the command, the second run answered differently: a claim that had succeeded answered
+"claimed by someone else", so nobody fetched the URL; a pop lost the requests it had taken;
+a push added its requests twice. A store's own retry after an error (the link scheduler claims
+a failed poll's links again at the next poll) had the same effect.
+
+So every script that changes a crawl's state starts with :data:`REPLAY_PRELUDE`: its KEYS[1]
+names the call (a fresh key per call, under the crawl's hash tag, so in the crawl's one
+cluster slot), and its reply is kept there. A call sent again with the same key gets the kept
+reply and changes nothing. :class:`Replies` names the calls, keeps the key of a call that
+failed for its store to send again exactly, and has each kept reply deleted by the process's
+next call once its answer came back; ``REPLY_TTL_S`` only bounds what a killed process leaves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from crawler.seen import check_crawl_id
+
+#: Seconds a call's reply is kept at most (a process deletes it with its next call).
+REPLY_TTL_S = 86_400
+
+#: The first lines of every state-changing script of a crawl.
+#:
+#: KEYS[1]   this call's reply key
+#: ARGV[1]   seconds the reply is kept
+#: ARGV[2]   reply keys of this process's calls whose replies came back, space-separated: deleted
+#:
+#: A call whose reply key holds a reply returns it and does nothing else. Otherwise the script
+#: goes on; it ends with ``return answer(reply)``, which keeps the reply and returns it. The
+#: script's own keys and arguments start at KEYS[2] and ARGV[3].
+REPLAY_PRELUDE = """
+for key in string.gmatch(ARGV[2], '%S+') do
+  redis.call('DEL', key)
+end
+local kept = redis.call('GET', KEYS[1])
+if kept then
+  return cmsgpack.unpack(kept)
+end
+local function answer(reply)
+  redis.call('SET', KEYS[1], cmsgpack.pack(reply), 'EX', ARGV[1])
+  return reply
+end
+"""
+
+
+def reply_prefix(crawl_id: str) -> str:
+    """The prefix of the crawl's reply keys (its hash tag: the slot of its other keys)."""
+    check_crawl_id(crawl_id)
+    return f"neardup:crawl:{{{crawl_id}}}:reply:"
+
+
+class Replies:
+    """Reply keys for one store's calls (one process's, used from one thread)."""
+
+    def __init__(self, crawl_id: str) -> None:
+        self._prefix = reply_prefix(crawl_id)
+        self._done: list[str] = []  # keys of calls answered, deleted with the next call
+
+    def new_key(self) -> str:
+        return self._prefix + uuid.uuid4().hex
+
+    def call(self, script: Any, key: str, keys: list[str], args: list[Any]) -> Any:
+        """Run ``script`` (a redis-py ``Script`` starting with :data:`REPLAY_PRELUDE`) as call
+        ``key``. If it raises, the store keeps ``key`` to send the same call again."""
+        done = " ".join(self._done)
+        reply = script(keys=[key, *keys], args=[REPLY_TTL_S, done, *args])
+        self._done = []  # deleted by this call
+        return reply
+
+    def answered(self, *keys: str) -> None:
+        """These calls' replies reached their caller (or are given up): never sent again, so
+        their kept replies are deleted with the next call."""
+        self._done.extend(keys)

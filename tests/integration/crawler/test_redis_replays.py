@@ -1,0 +1,165 @@
+"""A crawl's Redis calls sent twice, against a real redis-server behind a relay that loses one
+reply (``tests/support/cutting_proxy.py``): the server runs the command, the client never
+hears back. The crawler's stores send a call that raised again themselves (the link scheduler
+claims a failed poll's links at the next poll; ``Sharing.flush`` keeps its outbox), and
+redis-py's cluster client sends the command again on a new connection by itself (its default
+retry; a single server's client here gets the same retry, since the relay cannot stand
+between a cluster client and the nodes it discovers).
+
+Before reply keys, the second run answered differently: a claim that had succeeded came back
+"claimed elsewhere" (nobody fetched the URL), a release un-claimed a link another process
+wanted, a pop lost the requests it had taken, a push added its requests twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from crawler.redis_replies import reply_prefix
+from crawler.seen_redis import RedisSeenStore
+from crawler.sharing_redis import RedisPeerStore
+from dedup_worker.errors import BackendUnavailable
+from neardup.stack import RedisServer
+from tests.support.cutting_proxy import CuttingProxy
+
+pytestmark = pytest.mark.integration
+
+FP = bytes(range(16))
+OTHER_FP = bytes(range(1, 17))
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[CuttingProxy]:
+    relay = CuttingProxy(redis_server.port).start()
+    yield relay
+    relay.stop()
+
+
+@pytest.fixture
+def crawl_id() -> str:
+    return f"replays-{uuid.uuid4().hex[:8]}"
+
+
+def _resending(url: str) -> redis.Redis:
+    """A client that sends a command again when its connection drops (the cluster client's
+    default; a single server's client from a URL does not)."""
+    return redis.Redis.from_url(url, retry=Retry(NoBackoff(), 3))
+
+
+def _seen(url: str, crawl_id: str, *, resend: bool = False) -> RedisSeenStore:
+    if resend:
+        return RedisSeenStore(_resending(url), crawl_id)
+    return RedisSeenStore.from_url(url, crawl_id)  # the crawler's own
+
+
+def _peers(url: str, crawl_id: str, *, resend: bool = False) -> RedisPeerStore:
+    if resend:
+        return RedisPeerStore(_resending(url), crawl_id)
+    return RedisPeerStore.from_url(url, crawl_id)
+
+
+def test_a_claim_whose_reply_was_lost_is_still_this_process_s(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    store, other = _seen(proxy.url, crawl_id, resend=True), _seen(redis_server.url, crawl_id)
+    store.claim_many([b"w" * 16], [])  # the script is loaded: the cut reply is the claim's
+    proxy.cut_next_reply()
+    assert store.claim_many([FP], []) == [True]
+    assert proxy.cut_replies == 1
+    assert other.claim_many([FP], []) == [False]
+    assert other.in_flight() == (2, 1)  # the warm-up and FP, which the other one wants
+
+
+def test_a_filter_claim_whose_reply_was_lost_is_still_new(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    store, other = _seen(proxy.url, crawl_id, resend=True), _seen(redis_server.url, crawl_id)
+    store.add_many([b"w" * 16])
+    proxy.cut_next_reply()
+    assert store.add_many([FP, FP]) == [True, False]
+    assert proxy.cut_replies == 1
+    assert other.add_many([FP]) == [False]
+
+
+def test_a_release_whose_reply_was_lost_keeps_a_wanted_link(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    store, other = _seen(proxy.url, crawl_id, resend=True), _seen(redis_server.url, crawl_id)
+    store.release_unwanted(b"w" * 16)
+    assert store.claim_many([FP], []) == [True]
+    assert other.claim_many([FP], []) == [False]  # wanted elsewhere: FP must be fetched
+    proxy.cut_next_reply()
+    assert store.release_unwanted(FP) is False  # so it stays claimed, and this one fetches it
+    assert proxy.cut_replies == 1
+    assert other.contains_many([FP]) == [True]
+
+
+def test_a_pop_whose_reply_was_lost_gives_the_requests_it_took(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    taker, giver = _peers(proxy.url, crawl_id, resend=True), _peers(redis_server.url, crawl_id)
+    taker.pop(1)
+    giver.push([b"r1", b"r2", b"r3", b"r4", b"r5"])
+    proxy.cut_next_reply()
+    assert taker.pop(3) == [b"r1", b"r2", b"r3"]
+    assert proxy.cut_replies == 1
+    assert giver.pop(10) == [b"r4", b"r5"]
+
+
+def test_a_push_whose_reply_was_lost_adds_its_requests_once(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    giver, taker = _peers(proxy.url, crawl_id, resend=True), _peers(redis_server.url, crawl_id)
+    giver.push([b"r0"])
+    proxy.cut_next_reply()
+    giver.push([b"r1", b"r2"])
+    assert proxy.cut_replies == 1
+    assert taker.pop(10) == [b"r0", b"r1", b"r2"]
+
+
+def test_calls_that_raised_are_sent_again_by_the_store(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    """The crawler's client does not send a command again: the lost reply raises. The store's
+    next call sends the failed one again first, with its reply key, and gets its answer."""
+    seen, other = _seen(proxy.url, crawl_id), _seen(redis_server.url, crawl_id)
+    seen.claim_many([b"w" * 16], [])
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        seen.claim_many([FP], [b"w" * 16])
+    # The link scheduler asks again at its next poll, with the links found since.
+    assert seen.claim_many([OTHER_FP, FP], []) == [True, True]
+    assert other.claim_many([FP, OTHER_FP], []) == [False, False]
+    assert other.in_flight() == (2, 2)  # the warm-up went out with the failed call
+
+    peers, taker = _peers(proxy.url, crawl_id), _peers(redis_server.url, crawl_id)
+    peers.pop(1)
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        peers.push([b"r1", b"r2"])
+    peers.push([b"r1", b"r2", b"r3"])  # Sharing.flush sends its outbox again, then the new
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        peers.pop(2)
+    assert peers.pop(2) == [b"r1", b"r2"]
+    assert taker.pop(10) == [b"r3"]
+
+
+def test_answered_calls_leave_no_reply_behind(redis_server: RedisServer, crawl_id: str) -> None:
+    seen, peers = _seen(redis_server.url, crawl_id), _peers(redis_server.url, crawl_id)
+    for n in range(5):
+        seen.claim_many([bytes([n]) * 16], [])
+        seen.add_many([bytes([n + 100]) * 16])
+        peers.push([b"r"])
+        peers.pop(1)
+    client = redis_server.client()
+    kept = list(client.scan_iter(match=reply_prefix(crawl_id) + "*"))
+    # Each store's last reply waits for its next call; each lives a day at most.
+    assert len(kept) == 2
+    assert all(0 < client.ttl(key) <= 86_400 for key in kept)
