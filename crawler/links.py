@@ -361,24 +361,26 @@ class LinkScheduler(LinksOut):
         awaiting a decision (one that came while its page collected is honoured: a duplicate's
         are not left), and those the judge holds back (a duplicate's outlinks waiting on a
         sample), go to the crawl's shared list undecided (in scope, claimed here now, in one
-        step; one claimed already is someone else's). Their pages are claimed, and a later run
+        step; one claimed already is someone else's; one with ``dont_filter`` as it is, claimed
+        by nobody). Their pages are claimed, and a later run
         does not read their decisions or samples: the outlinks were lost, and with them any
         page only they link to. A duplicate's outlinks among them cost a fetch each. If the
         push fails, the claims are given back. How many."""
         sharing = self.sharing
         if sharing is None or self.budget.keep_deferred:  # JOBDIR re-reads their decisions
             return 0
-        requests = [r for r in self._undecided() if not r.dont_filter]
         spider, seen = self.crawler.spider, self._seen()
-        left = [r for r in requests if encode_request(r, spider) is not None]  # JSON only
+        left = [r for r in self._undecided() if encode_request(r, spider) is not None]  # JSON
         handed = [r for r, new in zip(left, self._claim(left), strict=True) if new]
+        claimed = [r for r in handed if not r.dont_filter]  # dont_filter: claimed by nobody
         for request in handed:
             sharing.hand_over(request.replace(meta={**request.meta, LINK_META: True}), spider)
+        for request in claimed:
             seen.used(request.url, request.method, request.body)
         try:
             sharing.flush()
         except Exception:  # claimed with no entry in the list: nobody would fetch them
-            for request in handed:
+            for request in claimed:
                 seen.release(request.url, request.method, request.body)
             raise
         self.stats.inc_value("dedup/undecided_left_to_the_crawl", len(handed))

@@ -319,6 +319,19 @@ def test_a_decision_that_came_while_its_page_collected_is_honoured_at_a_stop() -
     assert not links._seen().contains_many(["http://a.test/dup/child"])[0]
 
 
+def test_an_undecided_request_that_skips_the_filter_is_left_unclaimed() -> None:
+    """``dont_filter``: claimed by nobody, it goes to the list as it is (it was dropped)."""
+    plugin = Plugin()
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    plugin.respond([Request("http://a.test/again", dont_filter=True)])  # no decision yet
+    assert links.leave_undecided() == 1
+    left = WorkSharing(store, "next run").take(None, plugin.crawler.spider)
+    assert [(r.url, r.dont_filter) for r in left] == [("http://a.test/again", True)]
+    assert not links._seen().contains_many(["http://a.test/again"])[0]
+
+
 def test_undecided_requests_below_the_depth_limit_stay_out() -> None:
     """Without DepthMiddleware a request has no depth in its meta: it is one below its page."""
     plugin = Plugin(NEARDUP_MAX_DEPTH=1)
