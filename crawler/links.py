@@ -184,7 +184,7 @@ class LinkScheduler(LinksOut):
         kept to be fetched back if their pair turns out to differ."""
         self._suppress(held, (), depth + 1)
         for item in held:
-            self.skipped.add(item.url, item.request)
+            self.keep_skipped(item.url, item.request)
 
     def _want(self, wanted: dict[str, Want], held: Held, source: PageKey, level: int) -> None:
         url = held.request.url
@@ -269,7 +269,7 @@ class LinkScheduler(LinksOut):
             if reason is not None:  # stays claimed: skipped for the whole crawl
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
-                self.skipped.add(url, request, claimed=True)
+                self.keep_skipped(url, request, claimed=True)
                 self.refund(request)
                 raise IgnoreRequest(f"skipped ({reason}): {request}")
         elif seen.release_unwanted(request.url, request.method, request.body):

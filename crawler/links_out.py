@@ -224,8 +224,21 @@ class LinksOut:
         if reason is not None:
             self.stats.inc_value(f"dedup/requests_skipped/{reason}")
             self.ledger.dropped(want.held.request.url)
-            self.skipped.add(want.held.url, want.held.request, claimed=claimed)
+            self.keep_skipped(want.held.url, want.held.request, claimed=claimed)
         return reason is None
+
+    def keep_skipped(self, url: str, request: Any, claimed: bool = False) -> None:
+        """Keep a skipped request to fetch it back. One the full cache forgets cannot be
+        fetched back: if this process claimed it, the claim is given back, so that the next
+        link to it schedules it again (and the gate skips and keeps it again, if its rule
+        still holds). Kept claimed, it was never fetched (a unique page lost)."""
+        forgotten = self.skipped.add(url, request, claimed)
+        if forgotten is None:
+            return
+        self.stats.inc_value("dedup/skipped_forgotten")
+        old, was_claimed = forgotten
+        if was_claimed:
+            self._seen().release(old.url, old.method, old.body)
 
     def _max_pages(self) -> int | None:
         return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)

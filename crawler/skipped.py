@@ -24,11 +24,15 @@ class SkippedRequests:
         self.limit = limit
         self._requests: dict[str, tuple[Any, bool]] = {}
 
-    def add(self, url: str, request: Any, claimed: bool = False) -> None:
+    def add(self, url: str, request: Any, claimed: bool = False) -> tuple[Any, bool] | None:
+        """Keep ``request``; past the limit the oldest is forgotten and returned (with whether
+        it was claimed: the caller gives such a claim back, or nobody would ever fetch it)."""
         self._requests.pop(url, None)  # a skip again is the newest
+        forgotten = None
         if len(self._requests) >= self.limit:
-            del self._requests[next(iter(self._requests))]  # the oldest (insertion order)
+            forgotten = self._requests.pop(next(iter(self._requests)))  # the oldest
         self._requests[url] = (request, claimed)
+        return forgotten
 
     def pop(self, url: str) -> tuple[Any, bool] | None:
         """The request and whether this process claimed it, or None if not kept."""

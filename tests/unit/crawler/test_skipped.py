@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from crawler.skipped import SkippedRequests
+from tests.unit.crawler.test_plugin_components import Plugin, requests
 
 
 def test_a_full_cache_forgets_its_oldest_request_not_all_of_them() -> None:
@@ -16,3 +17,19 @@ def test_a_full_cache_forgets_its_oldest_request_not_all_of_them() -> None:
     assert len(cache) == 3 and cache.pop("u1") is None  # the oldest went
     assert cache.pop("u2") == ("request 2", True)
     assert cache.pop("u0") == ("request 0 again", False)
+
+
+def test_a_claimed_request_the_full_cache_forgets_is_given_back_to_the_crawl() -> None:
+    """It could no longer be fetched back, and stayed claimed: no link would ever fetch it."""
+    plugin = Plugin()
+    links = plugin.session.links
+    links.skipped = SkippedRequests(limit=1)
+    seen = links._seen()
+    first, second = requests("/first", "/second")
+    seen.claim_many([first.url, second.url])
+    links.keep_skipped(first.url, first, claimed=True)
+    links.keep_skipped("http://a.test/other", requests("/other")[0])  # never claimed
+    assert seen.contains_many([first.url]) == [False]  # the next link schedules it again
+    links.keep_skipped(second.url, second, claimed=True)  # forgets /other: nothing to give
+    assert seen.contains_many([second.url]) == [True]
+    assert plugin.stat("dedup/skipped_forgotten") == 2
