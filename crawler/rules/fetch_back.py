@@ -125,12 +125,16 @@ def _discard(index: dict[str, set[str]], key: str, url: str) -> None:
 
 
 def due(log: SkipLog, rules: SharedRules, fetched: Fetched) -> dict[str, Skip]:
-    """The skips of ``log`` to fetch back now, forgotten by the log: those of rules dropped or
-    in doubt, those of groups whose rewrite failed a check since (``SharedRules.refuted``),
-    and those on a path pair noted as differing since the last call, but for the ones another
-    rule still vouches for (:func:`vouching`)."""
+    """The skips of ``log`` to fetch back now, forgotten by the log: those of rules dropped (or
+    forgotten by a reset of the store) or in doubt, those of groups whose rewrite failed a
+    check since (``SharedRules.refuted``), and those on a path pair noted as differing since
+    the last call, but for the ones another rule still vouches for (:func:`vouching`)."""
     book = rules.book
-    wrong = [key for key in log.rules() if book.state(key) is State.DROPPED or rules.in_doubt(key)]
+    # A rule skips only while active, and an active rule only ever goes on to dropped; one the
+    # book no longer knows was forgotten with the store's log (a reset): its evidence is gone.
+    wrong = [
+        key for key in log.rules() if book.state(key) is not State.ACTIVE or rules.in_doubt(key)
+    ]
     refuted = [key for key in log.groups() if key in rules.refuted]
     skips = log.of_rules(wrong) | log.of_groups(refuted) | log.on_pairs(rules.differing.fresh())
     back = {}

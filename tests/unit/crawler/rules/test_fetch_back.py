@@ -87,6 +87,18 @@ def test_what_a_rule_skipped_is_fetched_back_when_it_is_dropped() -> None:
     assert saved[ALIAS.key] == 1  # three of its four skips were not saved fetches after all
 
 
+def test_what_a_rule_skipped_is_fetched_back_when_the_store_loses_its_rules() -> None:
+    """Redis lost the crawl's rules (flushed, a new server): the book starts over, and a rule it
+    no longer knows was never dropped, so its skips were never due (lost if it was wrong)."""
+    rules, _, _, back = rules_with_alias()
+    page = f"{M}/s0/p4"
+    assert rules.admit_fetch(page) == RULE
+    rules.rules.store = MemoryRuleStore()  # its log is shorter than the cursor: a reset
+    rules.observe([])
+    assert rules.rules.book.state(ALIAS.key) is None
+    assert back == [page] and rules.admit_fetch(page) is None
+
+
 def test_a_skip_on_a_path_pair_another_hosts_rule_failed_on_is_fetched_back() -> None:
     rules, _, _, back = rules_with_alias()
     page = f"{M}/s0/p4"
