@@ -267,7 +267,7 @@ class ResumeState:
     held (serialised requests, in the same order); ``deferred``: serialised requests over the
     ``NEARDUP_MAX_PAGES`` budget, still claimed in the seen set, scheduled first when the crawl
     resumes; ``scheduled``: the budget already spent (requests sent, seeds included; before 29
-    Nov without the seeds); ``kept`` and ``paced``: what the URL rules
+    Nov without the seeds); ``kept``, ``paced`` and ``waiting``: what the URL rules
     held back (below). Saved with pickle, as Scrapy saves the
     request queue of the same ``JOBDIR``.
     """
@@ -285,6 +285,10 @@ class ResumeState:
     #: Requests the URL rules held back just before fetching (claimed by this crawl, budget
     #: spent): sent out when the crawl resumes.
     paced: list[Any] = field(default_factory=list)
+    #: Likely duplicates waiting for the crawl's idle moment (claimed by this crawl, no place
+    #: taken): (source url, source fetched_at, priority level, serialised request) each. They
+    #: wait again when the crawl resumes; as deferred requests they went out first.
+    waiting: list[tuple[str, float, int, Any]] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

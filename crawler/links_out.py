@@ -99,11 +99,13 @@ class LinksOut:
         return likely is not None and bool(likely(want.held.url, lambda u: queued(u) is not None))
 
     def close_budget_waiting(self) -> None:
-        """The crawl closes before its idle moment: what waits is over the budget (and what
-        stood by for a place is un-claimed)."""
-        for want in self.budget.waiting:  # likely duplicates: not worth a peer's places
-            self._over_budget(want.held.request, give=False)
-        self.budget.waiting = []
+        """The crawl closes before its idle moment: what waits is over the budget, or with
+        ``JOBDIR`` waits again in the resumed run (the resume file keeps it); what stood by for
+        a place is un-claimed."""
+        if not self.budget.keep_deferred:
+            for want in self.budget.waiting:  # likely duplicates: not worth a peer's places
+                self._over_budget(want.held.request, give=False)
+            self.budget.waiting = []
         for request in self.budget.standby:
             self._let_go(request)
         self.budget.standby = []

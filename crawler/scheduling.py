@@ -40,6 +40,7 @@ from twisted.internet.threads import deferToThread
 from crawler import stats as dedup_stats
 from crawler.frontier import Held, PageKey, ResumeState
 from crawler.links import LINK_META
+from crawler.links_out import Want
 from crawler.rules_setup import install_rules, uninstall_rules
 from crawler.seen import past_the_filter
 from crawler.session import NeardupSession
@@ -104,6 +105,7 @@ class DecisionScheduler:
         self._loop.start(self.config.poll_interval, now=False)
         self._resume_deferred(spider, resume.deferred)
         self._resume_held_back(spider, resume)
+        self._resume_waiting(spider, resume.waiting)
         resuming = f", resuming {len(resume.awaiting)} pages" if path else ""
         topic = self.config.decisions_topic
         logger.info("reading decisions from %s at offsets %s%s", topic, started, resuming)
@@ -131,6 +133,14 @@ class DecisionScheduler:
                 self.crawler.engine.crawl(past_the_filter(request))
             else:
                 self.links.budget.deferred.append(request)
+
+    def _resume_waiting(self, spider: Any, waiting: list[tuple[str, float, int, Any]]) -> None:
+        """Likely duplicates that waited for the idle moment wait for this run's (claimed by
+        this crawl: past the filter when they go)."""
+        for url, fetched_at, level, serialised in waiting:
+            request = past_the_filter(request_from_dict(serialised, spider=spider))
+            held = Held(serialised["_neardup_url"], request)
+            self.links.budget.waiting.append(Want(held, PageKey(url, fetched_at), level))
 
     def _resume_held_back(self, spider: Any, resume: ResumeState) -> None:
         """What the URL rules held back when the previous run stopped: a waiting group's
@@ -360,6 +370,11 @@ class DecisionScheduler:
             [[d for d in page if d is not None] for page in held],
             kept=self._kept(spider),
             paced=_present([self._serialise(r, spider) for r in self.links.paced()]),
+            waiting=[
+                (w.source.url, w.source.fetched_at, w.level, serialised)
+                for w in self.links.budget.waiting
+                if (serialised := self._serialise(w.held.request, spider, w.held.url))
+            ],
         )
         state.save(path)
 

@@ -4,13 +4,17 @@ the link scheduler's side (a gate that names them) and the rules' side (which pa
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from crawler.crawl_rules import RULE, CrawlRules
+from crawler.frontier import ResumeState
 from crawler.judging import AdmitAll
 from crawler.rules.policy import State
 from crawler.rules.rewrite import PathRewrite
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore
+from crawler.scheduling import DecisionScheduler
+from crawler.seen import CLAIMED_META
 from dedup_worker.contract.reading import PageKey
 from tests.unit.crawler.rules.test_crawl_rules import D, M, Stats, decision
 from tests.unit.crawler.test_plugin_components import Plugin, requests
@@ -82,6 +86,32 @@ def test_a_crawl_closing_before_its_idle_moment_releases_what_waits() -> None:
     links.close_budget_waiting()
     assert links.budget.waiting == [] and links._seen().known_claimed("http://a.test/1")
     assert not links._seen().known_claimed("http://a.test/copy/1")  # un-claimed: not fetched
+
+
+def test_likely_duplicates_stopped_with_jobdir_wait_again_in_the_resumed_crawl(
+    tmp_path: Path,
+) -> None:
+    """They went to the resume file's deferred requests, which a resumed crawl sends first:
+    the likely duplicates took the places the waiting was meant to keep for other pages."""
+    first = Plugin(JOBDIR=str(tmp_path), NEARDUP_MAX_PAGES=10)
+    first.session.links.gate = CopiesOfQueued()
+    first.session.links.budget.keep_deferred = True  # as spider_opened sets it with JOBDIR
+    first.respond(requests("/1", "/copy/1"))
+    first.decide(follow=True)
+    DecisionScheduler(first.crawler, first.session)._close_down(first.crawler.spider, "shutdown")
+    state = ResumeState.load(tmp_path / "neardup-resume.pickle")
+    assert state is not None and state.deferred == [] and len(state.waiting) == 1
+
+    resumed = Plugin(JOBDIR=str(tmp_path), NEARDUP_MAX_PAGES=10)
+    links = resumed.session.links
+    scheduler = DecisionScheduler(resumed.crawler, resumed.session)
+    scheduler._resume_deferred(resumed.crawler.spider, state.deferred)
+    scheduler._resume_waiting(resumed.crawler.spider, state.waiting)
+    assert _crawled(resumed) == [] and len(links.budget.waiting) == 1
+    assert links.settle()  # the idle moment: it goes, past the filter (claimed by the crawl)
+    [copy] = resumed.engine.crawled
+    assert copy.url == "http://a.test/copy/1" and copy.meta[CLAIMED_META]
+    assert links.budget.spent == 1
 
 
 def test_likely_duplicates_are_a_clean_candidates_pages_onto_pages_fetched_or_queued() -> None:
