@@ -17,6 +17,7 @@ under it, links handed to the crawl's other processes) is :class:`crawler.links_
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -49,6 +50,9 @@ from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
 from dedup_worker.contract.messages import Decision, Page
 from dedup_worker.contract.reading import PageKey
+from dedup_worker.errors import NeardupError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["LINK_META", "LinkScheduler", "Want"]
 
@@ -272,12 +276,23 @@ class LinkScheduler(LinksOut):
                 self.keep_skipped(url, request, claimed=True)
                 self.refund(request)
                 raise IgnoreRequest(f"skipped ({reason}): {request}")
-        elif seen.release_unwanted(request.url, request.method, request.body):
+        elif self._released(request):
             self.stats.inc_value("dedup/requests_cancelled")
             self.refund(request)
             raise IgnoreRequest(f"cancelled: its source page is a duplicate: {request}")
         else:
             self.stats.inc_value("dedup/requests_kept_wanted_elsewhere")
+
+    def _released(self, request: Any) -> bool:
+        """Un-claim a cancelled request unless wanted elsewhere. If the store fails, it is not:
+        fetched, it costs a fetch; un-claimed by a release whose reply was lost, a page of
+        another process that wanted it (and filtered it) was lost."""
+        try:
+            return self._seen().release_unwanted(request.url, request.method, request.body)
+        except NeardupError as exc:
+            self.stats.inc_value("dedup/release_errors")
+            logger.warning("fetching cancelled %s: its release failed: %s", request.url, exc)
+            return False
 
     def fetch_ahead(self, url: str) -> bool:
         """Send canonical ``url``'s request, waiting in this process's scheduler, out now,
@@ -364,8 +379,8 @@ class LinkScheduler(LinksOut):
         step; one claimed already is someone else's; one with ``dont_filter`` as it is, claimed
         by nobody). Their pages are claimed, and a later run
         does not read their decisions or samples: the outlinks were lost, and with them any
-        page only they link to. A duplicate's outlinks among them cost a fetch each. If the
-        push fails, the claims are given back. How many."""
+        page only they link to. A duplicate's outlinks among them cost a fetch each. How
+        many."""
         sharing = self.sharing
         if sharing is None or self.budget.keep_deferred:  # JOBDIR re-reads their decisions
             return 0
@@ -377,12 +392,10 @@ class LinkScheduler(LinksOut):
             sharing.hand_over(request.replace(meta={**request.meta, LINK_META: True}), spider)
         for request in claimed:
             seen.used(request.url, request.method, request.body)
-        try:
-            sharing.flush()
-        except Exception:  # claimed with no entry in the list: nobody would fetch them
-            for request in claimed:
-                seen.release(request.url, request.method, request.body)
-            raise
+        # If the push fails they stay in the outbox, claimed, for the spider's last flush (a
+        # push sent again runs once: crawler.redis_replies). Un-claimed here, they went to the
+        # list all the same with that flush, claimed by nobody.
+        sharing.flush()
         self.stats.inc_value("dedup/undecided_left_to_the_crawl", len(handed))
         return len(handed)
 

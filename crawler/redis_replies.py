@@ -20,23 +20,33 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import redis.exceptions as rex
+
 from crawler.seen import check_crawl_id
 
 #: Seconds a call's reply is kept at most (a process deletes it with its next call).
 REPLY_TTL_S = 86_400
+#: Hex digits that end a reply key (a uuid4's).
+TOKEN_DIGITS = 32
+#: The errors after which a call may have run (the connection failed, not the command): the
+#: stores keep such a call to send it again. Any other error ran nothing.
+MAY_HAVE_RUN = (rex.ConnectionError, rex.TimeoutError)
 
 #: The first lines of every state-changing script of a crawl.
 #:
-#: KEYS[1]   this call's reply key
+#: KEYS[1]   this call's reply key: the crawl's reply prefix and 32 hex digits
 #: ARGV[1]   seconds the reply is kept
-#: ARGV[2]   reply keys of this process's calls whose replies came back, space-separated: deleted
+#: ARGV[2]   the hex digits of this process's calls whose replies came back, space-separated:
+#:           their keys (the same prefix) are deleted. Only the digits travel, as a crawl id
+#:           may hold spaces.
 #:
 #: A call whose reply key holds a reply returns it and does nothing else. Otherwise the script
 #: goes on; it ends with ``return answer(reply)``, which keeps the reply and returns it. The
 #: script's own keys and arguments start at KEYS[2] and ARGV[3].
 REPLAY_PRELUDE = """
-for key in string.gmatch(ARGV[2], '%S+') do
-  redis.call('DEL', key)
+local reply_prefix = string.sub(KEYS[1], 1, -33)
+for token in string.gmatch(ARGV[2], '%x+') do
+  redis.call('DEL', reply_prefix .. token)
 end
 local kept = redis.call('GET', KEYS[1])
 if kept then
@@ -68,7 +78,7 @@ class Replies:
     def call(self, script: Any, key: str, keys: list[str], args: list[Any]) -> Any:
         """Run ``script`` (a redis-py ``Script`` starting with :data:`REPLAY_PRELUDE`) as call
         ``key``. If it raises, the store keeps ``key`` to send the same call again."""
-        done = " ".join(self._done)
+        done = " ".join(key[-TOKEN_DIGITS:] for key in self._done)
         reply = script(keys=[key, *keys], args=[REPLY_TTL_S, done, *args])
         self._done = []  # deleted by this call
         return reply

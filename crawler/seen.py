@@ -202,7 +202,11 @@ class CrawlSeen:
         """Claim request fingerprints (:func:`url_fingerprint`); as :meth:`claim_many`."""
         unknown = list(dict.fromkeys(fp for fp in fps if fp not in self._known))
         sent, self._sent = self._sent, []
-        answers = dict(zip(unknown, self.store.claim_many(unknown, sent), strict=True))
+        try:
+            answers = dict(zip(unknown, self.store.claim_many(unknown, sent), strict=True))
+        except Exception:
+            self._sent = sent + self._sent  # reported with the next claim (removing is idempotent)
+            raise
         self._preclaimed.update(fp for fp, new in answers.items() if new)
         self._remember(answers)
         # A URL listed twice is fresh only the first time.

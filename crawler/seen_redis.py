@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.redis_replies import REPLAY_PRELUDE, Replies
+from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, Replies
 from crawler.seen import legacy_seen_key, seen_key
 from dedup_worker.adapters.redis_client import (
     BackendError,
@@ -23,6 +23,7 @@ from dedup_worker.adapters.redis_client import (
     describe,
     translated,
 )
+from dedup_worker.errors import NeardupError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -112,14 +113,14 @@ return moved
 
 #: Fingerprints per SMISMEMBER: bounded replies, bounded stalls of the server.
 _CONTAINS_CHUNK = 10_000
-#: Answers of calls sent again that no caller asked for yet, kept at most (a cache: past it,
-#: they are forgotten, as the links of a claim given up are).
-_REPLAYED_LIMIT = 100_000
+#: Claiming calls that raised kept for a resend at most (past it the oldest is given up).
+_UNANSWERED_LIMIT = 64
 
 
 @dataclass(frozen=True)
 class _Unanswered:
-    """A claiming call that raised: sent again, exactly (same reply key), before the next."""
+    """A claiming call whose connection failed: the server may have run it. Sent again,
+    exactly (same reply key), when one of its fingerprints is asked again."""
 
     script: Any
     key: str
@@ -143,9 +144,7 @@ class RedisSeenStore:
         self._release_unwanted = client.register_script(RELEASE_UNWANTED_SCRIPT)
         self._crawl_id = crawl_id
         self._replies = Replies(crawl_id)
-        self._unanswered: _Unanswered | None = None
-        self._replayed: dict[bytes, bool] = {}  # answers of a call sent again, not yet asked for
-        self._unreleased: tuple[bytes, str] | None = None  # (fingerprint, reply key)
+        self._unanswered: list[_Unanswered] = []
 
     @classmethod
     def from_url(
@@ -197,16 +196,20 @@ class RedisSeenStore:
     def _claiming(
         self, script: Any, keys: list[str], head: list[Any], fingerprints: Sequence[bytes]
     ) -> list[bool]:
-        """Per fingerprint, whether this process claimed it. A call that raised before is sent
-        again first, exactly: if the server ran it, its reply comes back, and the
-        fingerprints it claimed count as claimed here (asked again, they would answer
-        "claimed elsewhere" and nobody would fetch them). ``head``: the script's arguments
-        before the fingerprints."""
+        """Per fingerprint, whether this process claimed it. ``head``: the script's arguments
+        before the fingerprints.
+
+        A call whose connection failed may have run. When one of its fingerprints is asked
+        again (the link scheduler claims a failed poll's links at the next poll; a later link
+        to the URL), the call is sent again first, exactly: its reply (the first run's, or
+        this run's) answers for them. Asked anew, a URL it had claimed answered "claimed
+        elsewhere", and nobody fetched it. What it claimed that is not asked again is
+        un-claimed, for whichever link comes next."""
         with translated(self.url):
-            self._send_unanswered()
-            earlier = {fp: self._replayed.pop(fp) for fp in fingerprints if fp in self._replayed}
+            earlier, resent = self._resend(script, set(fingerprints))
             fresh = [fp for fp in fingerprints if fp not in earlier]
             sent = self._send(script, keys, [*head, *fresh], fresh) if fresh or head[1:] else []
+            self._settle(resent, set(fingerprints))
         replies = iter(sent)
         from_earlier = set(earlier)
         # A fingerprint listed twice is claimed the first time only (as SADD answers).
@@ -215,29 +218,52 @@ class RedisSeenStore:
             for fp in fingerprints
         ]
 
+    def _resend(
+        self, script: Any, asked: set[bytes]
+    ) -> tuple[dict[bytes, bool], list[tuple[_Unanswered, list[Any]]]]:
+        """Send again the failed calls of ``script`` that claimed one of ``asked``: their
+        answers for ``asked``, and the calls with their replies. They stay kept (and their
+        replies in Redis) until the ask is answered (``_settle``): if it fails, the next ask
+        sends them again and gets the same replies."""
+        answers: dict[bytes, bool] = {}
+        resent = []
+        for call in self._unanswered:
+            if call.script is not script or asked.isdisjoint(call.fingerprints):
+                continue
+            replies = list(self._replies.call(call.script, call.key, call.keys, call.args))
+            resent.append((call, replies))
+            for fp, claimed in zip(call.fingerprints, replies, strict=True):
+                if fp in asked:
+                    answers[fp] = answers.get(fp, False) or bool(claimed)
+        return answers, resent
+
+    def _settle(self, resent: list[tuple[_Unanswered, list[Any]]], asked: set[bytes]) -> None:
+        """The calls sent again are answered: forgotten, and what they claimed that nobody
+        asked for again is un-claimed (for whichever link comes next)."""
+        for call, replies in resent:
+            self._unanswered.remove(call)
+            self._replies.answered(call.key)
+            unasked = [fp for fp, claimed in zip(call.fingerprints, replies, strict=True)
+                       if claimed and fp not in asked]  # fmt: skip
+            try:
+                for fp in unasked:
+                    self.remove(fp)
+            except NeardupError as exc:  # the ask is answered; these only stay claimed
+                logger.warning("could not un-claim %d URLs nobody asked for: %s", len(unasked), exc)
+
     def _send(
         self, script: Any, keys: list[str], args: list[Any], fingerprints: list[bytes]
     ) -> list[Any]:
         key = self._replies.new_key()
         try:
             replies = list(self._replies.call(script, key, keys, args))
-        except Exception:
-            self._unanswered = _Unanswered(script, key, keys, args, fingerprints)
+        except MAY_HAVE_RUN:
+            self._unanswered.append(_Unanswered(script, key, keys, args, fingerprints))
+            if len(self._unanswered) > _UNANSWERED_LIMIT:
+                self._replies.answered(self._unanswered.pop(0).key)  # given up: as before
             raise
         self._replies.answered(key)
         return replies
-
-    def _send_unanswered(self) -> None:
-        call = self._unanswered
-        if call is None:
-            return
-        replies = self._replies.call(call.script, call.key, call.keys, call.args)
-        self._unanswered = None
-        self._replies.answered(call.key)
-        if len(self._replayed) > _REPLAYED_LIMIT:
-            self._replayed.clear()
-        for fp, claimed in zip(call.fingerprints, replies, strict=True):
-            self._replayed[fp] = self._replayed.get(fp, False) or bool(claimed)
 
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         found: list[bool] = []
@@ -255,22 +281,10 @@ class RedisSeenStore:
             pipe.execute()
 
     def release_unwanted(self, fingerprint: bytes) -> bool:
-        # A release that raised is sent again as the same call when asked again for the same
-        # fingerprint (the second run of a release that ran would un-claim a wanted link).
-        pending, self._unreleased = self._unreleased, None
-        if pending is not None and pending[0] == fingerprint:
-            key = pending[1]
-        else:
-            if pending is not None:
-                self._replies.answered(pending[1])  # given up by its caller
-            key = self._replies.new_key()
+        key = self._replies.new_key()  # a resend by the client library runs it once
         with translated(self.url):
-            try:
-                script = self._release_unwanted
-                released = self._replies.call(script, key, self._keys, [fingerprint])
-            except Exception:
-                self._unreleased = (fingerprint, key)
-                raise
+            script = self._release_unwanted
+            released = self._replies.call(script, key, self._keys, [fingerprint])
         self._replies.answered(key)
         return bool(released)
 

@@ -11,10 +11,11 @@ reply lost) runs once: see :mod:`crawler.redis_replies`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Self
 
-from crawler.redis_replies import REPLAY_PRELUDE, Replies
+from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, Replies
 from crawler.seen import check_crawl_id
 from crawler.sharing import Peer
 from dedup_worker.adapters.redis_client import (
@@ -25,6 +26,9 @@ from dedup_worker.adapters.redis_client import (
     describe,
     translated,
 )
+from dedup_worker.errors import NeardupError
+
+logger = logging.getLogger(__name__)
 
 #: Record a process's state at the server's time; every process's state and age.
 #:
@@ -133,28 +137,42 @@ class RedisPeerStore:
             try:
                 for key, items in calls:
                     self._replies.call(self._push, key, [self.shared_key], items)
-            except Exception:
+            except MAY_HAVE_RUN:
                 self._unpushed = calls
                 raise
         self._replies.answered(*(key for key, _ in calls))
 
     def pop(self, count: int) -> list[bytes]:
-        """Up to ``count`` requests; a pop that raised is sent again as the same call (if the
-        server ran it, the requests it took come back; taken twice, they were lost)."""
+        """Up to ``count`` requests. A pop whose connection failed is sent again as the same call
+        (if the server ran it, the requests it took come back; taken anew, they were lost);
+        what it took beyond ``count`` goes back to the front of the list."""
         if count <= 0:
             return []
         key, self._unpopped = self._unpopped or self._replies.new_key(), None
         with translated(self.url):
             try:
                 taken = self._replies.call(self._pop, key, [self.shared_key], [count])
-            except Exception:
+            except MAY_HAVE_RUN:
                 self._unpopped = key
                 raise
-        self._replies.answered(key)
-        return [item if isinstance(item, bytes) else item.encode() for item in taken]
+            self._replies.answered(key)
+            items = [item if isinstance(item, bytes) else item.encode() for item in taken]
+            if len(items) > count:
+                self._client.lpush(self.shared_key, *reversed(items[count:]))
+        return items[:count]
 
     def close(self) -> None:
-        self._client.close()
+        """A pop whose connection failed, never sent again, gives back what it took."""
+        try:
+            if self._unpopped is not None:
+                with translated(self.url):
+                    taken = self._replies.call(self._pop, self._unpopped, [self.shared_key], [1])
+                    if taken:
+                        self._client.lpush(self.shared_key, *reversed(taken))
+        except NeardupError as exc:
+            logger.warning("a failed take from the shared list could not be undone: %s", exc)
+        finally:
+            self._client.close()
 
 
 def _text(value: bytes | str) -> str:

@@ -18,7 +18,7 @@ class CuttingProxy:
 
     ``cut_next_reply()``: the next bytes the server sends on any connection are dropped and that
     connection is closed (the server ran whatever they answer). ``refusing``: new connections
-    are closed at once (the server out of reach)."""
+    are closed at once (the server out of reach); ``drop_connections()`` closes the others."""
 
     def __init__(self, target_port: int) -> None:
         self.port = free_port("127.0.0.1")
@@ -41,6 +41,14 @@ class CuttingProxy:
 
     def cut_next_reply(self) -> None:
         self._cut.set()
+
+    def drop_connections(self) -> None:
+        """Close every relayed connection (what a client sends on one never reaches the
+        server)."""
+        with self._lock:
+            for sock in self._sockets:
+                _close(sock)
+            self._sockets.clear()
 
     def stop(self) -> None:
         _close(self._listener)  # the shutdown wakes the accept (a close alone does not)

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.integration
 
 FP = bytes(range(16))
 OTHER_FP = bytes(range(1, 17))
+THIRD_FP = bytes(range(2, 18))
 
 
 @pytest.fixture
@@ -123,21 +124,42 @@ def test_a_push_whose_reply_was_lost_adds_its_requests_once(
     assert taker.pop(10) == [b"r0", b"r1", b"r2"]
 
 
-def test_calls_that_raised_are_sent_again_by_the_store(
+def test_a_claim_that_raised_is_sent_again_when_its_links_are_asked_again(
     proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
 ) -> None:
-    """The crawler's client does not send a command again: the lost reply raises. The store's
-    next call sends the failed one again first, with its reply key, and gets its answer."""
+    """The crawler's client does not send a command again: the lost reply raises. Asked again
+    for one of its links (the link scheduler's next poll), the store sends the failed call
+    again first, with its reply key, and gets its answer; what it claimed that nobody asks
+    for again is un-claimed."""
     seen, other = _seen(proxy.url, crawl_id), _seen(redis_server.url, crawl_id)
     seen.claim_many([b"w" * 16], [])
     proxy.cut_next_reply()
     with pytest.raises(BackendUnavailable):
-        seen.claim_many([FP], [b"w" * 16])
-    # The link scheduler asks again at its next poll, with the links found since.
-    assert seen.claim_many([OTHER_FP, FP], []) == [True, True]
-    assert other.claim_many([FP, OTHER_FP], []) == [False, False]
-    assert other.in_flight() == (2, 2)  # the warm-up went out with the failed call
+        seen.claim_many([FP, OTHER_FP], [b"w" * 16])
+    assert seen.claim_many([THIRD_FP], []) == [True]  # other links: the failed call waits
+    assert other.contains_many([FP, OTHER_FP]) == [True, True]  # it ran
+    assert seen.claim_many([FP], []) == [True]
+    assert other.contains_many([FP, OTHER_FP]) == [True, False]  # nobody asked: un-claimed
+    assert other.in_flight() == (2, 0)  # the warm-up went out with the failed call
 
+
+def test_a_claim_that_raised_before_it_ran_runs_when_asked_again(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    seen, other = _seen(proxy.url, crawl_id), _seen(redis_server.url, crawl_id)
+    seen.add_many([b"w" * 16])
+    proxy.refusing = True
+    proxy.drop_connections()
+    with pytest.raises(BackendUnavailable):
+        seen.add_many([FP])
+    proxy.refusing = False
+    assert other.contains_many([FP]) == [False]
+    assert seen.add_many([FP, FP]) == [True, False]
+
+
+def test_a_push_or_pop_that_raised_is_sent_again_by_the_store(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
     peers, taker = _peers(proxy.url, crawl_id), _peers(redis_server.url, crawl_id)
     peers.pop(1)
     proxy.cut_next_reply()
@@ -147,11 +169,27 @@ def test_calls_that_raised_are_sent_again_by_the_store(
     proxy.cut_next_reply()
     with pytest.raises(BackendUnavailable):
         peers.pop(2)
-    assert peers.pop(2) == [b"r1", b"r2"]
-    assert taker.pop(10) == [b"r3"]
+    assert peers.pop(1) == [b"r1"]  # no more than asked now: r2 goes back to the front
+    assert taker.pop(10) == [b"r2", b"r3"]
 
 
-def test_answered_calls_leave_no_reply_behind(redis_server: RedisServer, crawl_id: str) -> None:
+def test_a_pop_that_raised_gives_back_what_it_took_when_the_store_closes(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    peers, giver = _peers(proxy.url, crawl_id), _peers(redis_server.url, crawl_id)
+    peers.pop(1)
+    giver.push([b"r1", b"r2", b"r3"])
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        peers.pop(2)
+    peers.close()
+    assert giver.pop(10) == [b"r1", b"r2", b"r3"]
+
+
+@pytest.mark.parametrize("name", ["plain", "with a space"])
+def test_answered_calls_leave_no_reply_behind(redis_server: RedisServer, name: str) -> None:
+    """A crawl id may hold spaces: only the keys' hex digits travel to be deleted."""
+    crawl_id = f"{name} {uuid.uuid4().hex[:8]}"
     seen, peers = _seen(redis_server.url, crawl_id), _peers(redis_server.url, crawl_id)
     for n in range(5):
         seen.claim_many([bytes([n]) * 16], [])

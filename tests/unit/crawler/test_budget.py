@@ -355,20 +355,30 @@ def test_a_suppressed_link_an_undecided_page_leaves_to_the_crawl_is_not_counted_
     assert plugin.stat("dedup/outlinks_suppressed") == 0  # a later run fetches it
 
 
-def test_undecided_requests_whose_push_fails_are_given_back_to_the_crawl() -> None:
-    """Claimed with no entry in the shared list, nobody would fetch them: un-claimed."""
+def test_undecided_requests_whose_push_fails_go_with_the_spider_s_last_flush() -> None:
+    """Claimed, they wait in the outbox for the close's last flush. They used to be
+    un-claimed, and that flush pushed them all the same: in the list, claimed by nobody."""
 
-    class Down(MemoryPeerStore):
+    class FailsOnce(MemoryPeerStore):
+        failed = False
+
         def push(self, requests: Sequence[bytes]) -> None:
-            raise ConnectionError("redis is restarting")
+            if not self.failed:
+                self.failed = True
+                raise ConnectionError("redis is restarting")
+            super().push(requests)
 
     plugin = Plugin()
     links = plugin.session.links
-    links.sharing = WorkSharing(Down(), "this")
+    store = FailsOnce()
+    links.sharing = WorkSharing(store, "this")
     plugin.respond(requests("/1"))
     with pytest.raises(ConnectionError):
         links.leave_undecided()
-    assert not links._seen().contains_many(["http://a.test/1"])[0]
+    assert links._seen().contains_many(["http://a.test/1"])[0]
+    links.sharing.flush()  # as the spider leaves the crawl's peer table
+    left = WorkSharing(store, "next run").take(None, plugin.crawler.spider)
+    assert [r.url for r in left] == ["http://a.test/1"]
 
 
 def test_a_spider_stopped_before_the_end_leaves_its_queue_to_the_crawl() -> None:

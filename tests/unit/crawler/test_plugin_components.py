@@ -29,6 +29,7 @@ from crawler.seen import CLAIMED_META, CrawlSeen, MemorySeenStore, past_the_filt
 from crawler.session import NeardupSession, missing_components
 from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
 from dedup_worker.contract.messages import Decision, Page, Verdict
+from dedup_worker.errors import BackendUnavailable
 
 PLUGIN = {
     "NEARDUP_KAFKA_BOOTSTRAP": "127.0.0.1:1",
@@ -320,6 +321,26 @@ def test_a_correction_cancels_released_requests_as_they_go_out() -> None:
         plugin.session.links.going_out(released)
     assert plugin.stat("dedup/requests_cancelled") == 1
     assert plugin.session.seen().contains_many([released.url]) == [False]  # free again
+
+
+def test_a_cancelled_request_whose_release_fails_is_fetched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The release may have run (its reply lost) and found the link wanted by another
+    process's page, which filtered it: fetched, it costs a fetch; dropped, that page lost it
+    (the error used to fail the download)."""
+    plugin = Plugin()
+    plugin.respond(requests("/1"))
+    plugin.decide(follow=True)
+    [released] = plugin.engine.crawled
+    plugin.decide(follow=False, corrects=True)
+
+    def down(*args: Any) -> bool:
+        raise BackendUnavailable("redis at redis://x unavailable: ConnectionError")
+
+    monkeypatch.setattr(plugin.session.seen(), "release_unwanted", down)
+    plugin.session.links.going_out(released)  # no IgnoreRequest: it goes
+    assert plugin.stat("dedup/release_errors") == 1
 
 
 def test_items_carry_the_verdict_once_it_is_in(monkeypatch: pytest.MonkeyPatch) -> None:
