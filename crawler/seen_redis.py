@@ -95,6 +95,18 @@ return answer(1)
 """
 )
 
+#: Un-claim a fingerprint, whatever its marks (after the prelude). KEYS[2..4] as
+#: CLAIM_SCRIPT's; ARGV[3] the fingerprint. Returns 1 if it was claimed. Sent twice as plain
+#: SREMs, the second run could undo another process's claim made in between.
+REMOVE_SCRIPT = (
+    REPLAY_PRELUDE
+    + """
+redis.call('SREM', KEYS[3], ARGV[3])
+redis.call('SREM', KEYS[4], ARGV[3])
+return answer(redis.call('SREM', KEYS[2], ARGV[3]))
+"""
+)
+
 #: KEYS[1..3] the seen, in-flight and wanted sets of a crawl under the untagged names of earlier
 #: releases, KEYS[4..6] the same sets under their tagged names; no ARGV. Renames each legacy
 #: set whose tagged name is free, so a crawl started before the upgrade resumes with its set.
@@ -142,6 +154,7 @@ class RedisSeenStore:
         self._claim = client.register_script(CLAIM_SCRIPT)
         self._add = client.register_script(ADD_SCRIPT)
         self._release_unwanted = client.register_script(RELEASE_UNWANTED_SCRIPT)
+        self._remove = client.register_script(REMOVE_SCRIPT)
         self._crawl_id = crawl_id
         self._replies = Replies(crawl_id)
         self._unanswered: list[_Unanswered] = []
@@ -274,11 +287,10 @@ class RedisSeenStore:
         return found
 
     def remove(self, fingerprint: bytes) -> None:
+        key = self._replies.new_key()
         with translated(self.url):
-            pipe = self._client.pipeline(transaction=False)
-            for key in self._keys:
-                pipe.srem(key, fingerprint)
-            pipe.execute()
+            self._replies.call(self._remove, key, self._keys, [fingerprint])
+        self._replies.answered(key)
 
     def release_unwanted(self, fingerprint: bytes) -> bool:
         key = self._replies.new_key()  # a resend by the client library runs it once

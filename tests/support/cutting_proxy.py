@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 from neardup.servers.process import free_port
 
@@ -25,6 +26,9 @@ class CuttingProxy:
         self.target_port = target_port
         self.refusing = False
         self.cut_replies = 0
+        #: Called once, after the next cut and before the connection closes: what another
+        #: client does between a call and its resend.
+        self.before_resend: Callable[[], object] | None = None
         self._cut = threading.Event()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -79,6 +83,9 @@ class CuttingProxy:
                 if replies and self._cut.is_set():
                     self._cut.clear()
                     self.cut_replies += 1
+                    hook, self.before_resend = self.before_resend, None
+                    if hook is not None:  # runs before the client hears of the cut
+                        hook()
                     break
                 sink.sendall(data)
         except OSError:

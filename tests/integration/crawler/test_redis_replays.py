@@ -101,6 +101,19 @@ def test_a_release_whose_reply_was_lost_keeps_a_wanted_link(
     assert other.contains_many([FP]) == [True]
 
 
+def test_a_removal_resent_after_another_claim_leaves_that_claim(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    store, other = _seen(proxy.url, crawl_id, resend=True), _seen(redis_server.url, crawl_id)
+    store.remove(b"w" * 16)
+    assert store.claim_many([FP], []) == [True]
+    proxy.cut_next_reply()
+    proxy.before_resend = lambda: other.claim_many([FP], [])  # claimed in between
+    store.remove(FP)
+    assert proxy.cut_replies == 1
+    assert other.contains_many([FP]) == [True]  # the resend did not undo the other's claim
+
+
 def test_a_pop_whose_reply_was_lost_gives_the_requests_it_took(
     proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
 ) -> None:
