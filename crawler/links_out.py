@@ -26,6 +26,7 @@ from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from dedup_worker.contract.reading import PageKey
+from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +240,13 @@ class LinksOut:
             return
         self.stats.inc_value("dedup/skipped_forgotten")
         old, was_claimed = forgotten
-        if was_claimed:
+        if not was_claimed or old.dont_filter:  # dont_filter: the claim is nobody's, or another's
+            return
+        try:
             self._seen().release(old.url, old.method, old.body)
+        except NeardupError as exc:  # called where no Redis call used to be: it stays claimed
+            self.stats.inc_value("dedup/skipped_forgotten_still_claimed")
+            logger.warning("a forgotten skip of %s stays claimed: %s", old.url, exc)
 
     def _max_pages(self) -> int | None:
         return spider_limit(getattr(self.crawler.spider, "max_pages", None), self.config.max_pages)

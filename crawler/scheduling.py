@@ -212,7 +212,7 @@ class DecisionScheduler:
             if reason != "finished":
                 self._leave(self.links.leave_queue, "queued requests")
                 self._leave(self.links.leave_undecided, "requests of pages without a decision")
-            self.links.count_saved()  # after the leaving: what a later run will fetch is claimed
+            self._leave_counted()  # after the leaving: what a later run will fetch is claimed
             self._leave_sharing()
             self._save_resume(spider)
         finally:  # whatever failed above, the rules' counts go out and their client closes
@@ -231,14 +231,27 @@ class DecisionScheduler:
                 "%d %s left for a later run of crawl %r", left, what, self.session.crawl_id()
             )
 
+    def _leave_counted(self) -> None:
+        """The saved-bytes estimate asks Redis: a failure must not skip the last flush and
+        the resume file that follow it."""
+        try:
+            self.links.count_saved()
+        except Exception:
+            logger.exception("counting the outlinks nobody fetched failed")
+
     def _leave_sharing(self) -> None:
+        """The last flush (requests whose hand-over failed before), then out of the peer
+        table; the store gives back what it took and did not use as it closes."""
         sharing, self.links.sharing = self.links.sharing, None
         if sharing is None:
             return
         try:
-            sharing.flush()  # nothing is handed over once the spider closes; kept for safety
+            sharing.flush()
+        except Exception:  # the crawl is over: what stays in the outbox stays claimed
+            logger.exception("handing the last requests over to the crawl failed")
+        try:
             sharing.leave()
-        except Exception:  # the crawl is over: peers see this process's beat age out
+        except Exception:  # peers see this process's beat age out
             logger.exception("leaving the crawl's peer table failed")
 
     def _close_rules(self) -> None:

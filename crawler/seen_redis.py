@@ -219,7 +219,7 @@ class RedisSeenStore:
         elsewhere", and nobody fetched it. What it claimed that is not asked again is
         un-claimed, for whichever link comes next."""
         with translated(self.url):
-            earlier, resent = self._resend(script, set(fingerprints))
+            earlier, resent = self._resend(set(fingerprints))
             fresh = [fp for fp in fingerprints if fp not in earlier]
             sent = self._send(script, keys, [*head, *fresh], fresh) if fresh or head[1:] else []
             self._settle(resent, set(fingerprints))
@@ -232,16 +232,17 @@ class RedisSeenStore:
         ]
 
     def _resend(
-        self, script: Any, asked: set[bytes]
+        self, asked: set[bytes], every: bool = False
     ) -> tuple[dict[bytes, bool], list[tuple[_Unanswered, list[Any]]]]:
-        """Send again the failed calls of ``script`` that claimed one of ``asked``: their
-        answers for ``asked``, and the calls with their replies. They stay kept (and their
-        replies in Redis) until the ask is answered (``_settle``): if it fails, the next ask
-        sends them again and gets the same replies."""
+        """Send again the failed calls that claimed one of ``asked`` (a filter claim and an
+        outlink claim both answer whether this process claimed the URL), or ``every`` one:
+        their answers for ``asked``, and the calls with their replies. They stay kept (and
+        their replies in Redis) until the ask is answered (``_settle``): if it fails, the
+        next ask sends them again and gets the same replies."""
         answers: dict[bytes, bool] = {}
         resent = []
         for call in self._unanswered:
-            if call.script is not script or asked.isdisjoint(call.fingerprints):
+            if not every and asked.isdisjoint(call.fingerprints):
                 continue
             replies = list(self._replies.call(call.script, call.key, call.keys, call.args))
             resent.append((call, replies))
@@ -310,4 +311,12 @@ class RedisSeenStore:
             return int(self._client.scard(self._keys[1])), int(self._client.scard(self._keys[2]))
 
     def close(self) -> None:
-        self._client.close()
+        """Calls whose connection failed and that nobody asked for again are sent again, and
+        what they claimed is un-claimed: nobody here will fetch it."""
+        try:
+            with translated(self.url):
+                self._settle(self._resend(set(), every=True)[1], set())
+        except NeardupError as exc:
+            logger.warning("claims of %d failed calls may stay: %s", len(self._unanswered), exc)
+        finally:
+            self._client.close()

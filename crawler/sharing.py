@@ -169,8 +169,10 @@ class WorkSharing:
         return any(peer.state == BUSY for peer in self._peers.values())
 
     def leave(self) -> None:
-        self.store.leave(self.token)
-        self.store.close()
+        try:
+            self.store.leave(self.token)
+        finally:  # the store gives back what it took and did not use as it closes
+            self.store.close()
 
     # ---- giving -------------------------------------------------------------------------
 

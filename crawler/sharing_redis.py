@@ -70,6 +70,19 @@ return answer(redis.call('LPOP', KEYS[2], ARGV[3]) or {})
 """
 )
 
+#: Put requests back at the front of the shared list, in their order (after the prelude).
+#: KEYS[2] the list; ARGV[3..] the requests. Returns the list's length.
+GIVE_BACK_SCRIPT = (
+    REPLAY_PRELUDE
+    + """
+local length = redis.call('LLEN', KEYS[2])
+for i = #ARGV, 3, -1 do
+  length = redis.call('LPUSH', KEYS[2], ARGV[i])
+end
+return answer(length)
+"""
+)
+
 
 def peers_key(crawl_id: str) -> str:
     check_crawl_id(crawl_id)
@@ -93,11 +106,13 @@ class RedisPeerStore:
         self._beat = client.register_script(BEAT_SCRIPT)
         self._push = client.register_script(PUSH_SCRIPT)
         self._pop = client.register_script(POP_SCRIPT)
+        self._give_back = client.register_script(GIVE_BACK_SCRIPT)
         self._replies = Replies(crawl_id)
         # The calls of a push that raised, (reply key, requests) each: sent again, exactly,
         # when the requests come again (``Sharing.flush`` sends its outbox again, in order).
         self._unpushed: list[tuple[str, list[bytes]]] = []
         self._unpopped: str | None = None  # the reply key of a pop that raised
+        self._extra: list[bytes] = []  # taken by a pop sent again beyond what was asked
 
     @classmethod
     def from_url(
@@ -145,32 +160,42 @@ class RedisPeerStore:
     def pop(self, count: int) -> list[bytes]:
         """Up to ``count`` requests. A pop whose connection failed is sent again as the same call
         (if the server ran it, the requests it took come back; taken anew, they were lost);
-        what it took beyond ``count`` goes back to the front of the list."""
+        what it took beyond ``count`` comes with the next pops, or goes back as the store
+        closes."""
         if count <= 0:
             return []
+        if self._extra:
+            taken, self._extra = self._extra[:count], self._extra[count:]
+            return taken
         key, self._unpopped = self._unpopped or self._replies.new_key(), None
         with translated(self.url):
             try:
-                taken = self._replies.call(self._pop, key, [self.shared_key], [count])
+                reply = self._replies.call(self._pop, key, [self.shared_key], [count])
             except MAY_HAVE_RUN:
                 self._unpopped = key
                 raise
-            self._replies.answered(key)
-            items = [item if isinstance(item, bytes) else item.encode() for item in taken]
-            if len(items) > count:
-                self._client.lpush(self.shared_key, *reversed(items[count:]))
+        self._replies.answered(key)
+        items = [item if isinstance(item, bytes) else item.encode() for item in reply]
+        self._extra = items[count:]
         return items[:count]
 
     def close(self) -> None:
-        """A pop whose connection failed, never sent again, gives back what it took."""
+        """What this process took and did not use goes back to the front of the list: a pop
+        whose connection failed and was never sent again, and what a resent pop brought
+        beyond what was asked."""
         try:
-            if self._unpopped is not None:
+            if self._unpopped is not None:  # resent, it takes its own count, not this one
+                kept, self._extra = self._extra, []
+                first = self.pop(1)
+                self._extra = kept + first + self._extra
+            if self._extra:
+                key = self._replies.new_key()
                 with translated(self.url):
-                    taken = self._replies.call(self._pop, self._unpopped, [self.shared_key], [1])
-                    if taken:
-                        self._client.lpush(self.shared_key, *reversed(taken))
+                    self._replies.call(self._give_back, key, [self.shared_key], self._extra)
+                self._extra = []
         except NeardupError as exc:
-            logger.warning("a failed take from the shared list could not be undone: %s", exc)
+            logger.warning("%d requests taken from the shared list are lost: %s",
+                           len(self._extra), exc)  # fmt: skip
         finally:
             self._client.close()
 

@@ -182,8 +182,9 @@ def test_a_push_or_pop_that_raised_is_sent_again_by_the_store(
     proxy.cut_next_reply()
     with pytest.raises(BackendUnavailable):
         peers.pop(2)
-    assert peers.pop(1) == [b"r1"]  # no more than asked now: r2 goes back to the front
-    assert taker.pop(10) == [b"r2", b"r3"]
+    assert peers.pop(1) == [b"r1"]  # no more than asked now: r2 comes with the next pop
+    assert taker.pop(10) == [b"r3"]
+    assert peers.pop(5) == [b"r2"]
 
 
 def test_a_pop_that_raised_gives_back_what_it_took_when_the_store_closes(
@@ -197,6 +198,41 @@ def test_a_pop_that_raised_gives_back_what_it_took_when_the_store_closes(
         peers.pop(2)
     peers.close()
     assert giver.pop(10) == [b"r1", b"r2", b"r3"]
+
+    peers = _peers(proxy.url, crawl_id)  # a resent pop's extra, unused, goes back too
+    giver.push([b"r1", b"r2", b"r3"])
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        peers.pop(2)
+    assert peers.pop(1) == [b"r1"]
+    peers.close()
+    assert giver.pop(10) == [b"r2", b"r3"]
+
+
+def test_failed_claims_nobody_asks_for_again_are_undone_as_the_store_closes(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    seen, other = _seen(proxy.url, crawl_id), _seen(redis_server.url, crawl_id)
+    seen.claim_many([b"w" * 16], [])
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        seen.claim_many([FP], [])
+    seen.close()
+    assert other.claim_many([FP], []) == [True]  # nobody here would have fetched it
+
+
+def test_a_filter_claim_that_raised_answers_an_outlink_claim_of_its_url(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    """Both answer whether this process claimed the URL: a redirect target claimed by the
+    filter, then linked from a page."""
+    seen, other = _seen(proxy.url, crawl_id), _seen(redis_server.url, crawl_id)
+    seen.add_many([b"w" * 16])
+    proxy.cut_next_reply()
+    with pytest.raises(BackendUnavailable):
+        seen.add_many([FP])
+    assert seen.claim_many([FP], []) == [True]
+    assert other.claim_many([FP], []) == [False]
 
 
 @pytest.mark.parametrize("name", ["plain", "with a space"])
