@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -198,6 +199,13 @@ class Ledger:
                 self._cancelled.add(url)
                 cancelled.append(url)
         return Outcome(Action.CORRECT, cancelled=tuple(cancelled), decision=decision)
+
+    def revive(self, urls: Iterable[str], source: PageKey) -> None:
+        """Links a correction of ``source`` cancelled go out after all, still its children."""
+        for url in urls:
+            if url in self._cancelled:
+                self._cancelled.discard(url)
+                self._link(url, source)
 
     def claim(self, url: str, source: PageKey) -> Claim:
         """Record that ``source`` wants ``url``; PENDING if it already waits in the scheduler."""

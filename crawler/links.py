@@ -163,7 +163,11 @@ class LinkScheduler(LinksOut):
         key = PageKey(decision.url, decision.fetched_at)
         self.verdicts.resolve(key, decision.verdict.value)
         if outcome.action is Action.CORRECT and outcome.cancelled:
-            self._suppress([], outcome.cancelled, outcome.depth + 1)
+            if getattr(self.judge, "keeps_corrected_links", False):
+                self.ledger.revive(outcome.cancelled, key)
+                self.stats.inc_value("dedup/links_of_corrected_pages_kept", len(outcome.cancelled))
+            else:
+                self._suppress([], outcome.cancelled, outcome.depth + 1)
             return
         page = DecidedPage(key, outcome.depth, outcome.outlinks, decision, outcome.held)
         judgement = self.judge.judge(page)

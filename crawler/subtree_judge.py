@@ -90,6 +90,11 @@ DROPPED_LIMIT = 200_000
 class SubtreeJudge:
     """Judge of duplicates' outlinks, sampling groups of predicted duplicates."""
 
+    #: A page corrected to a duplicate after its links went out keeps them (the link
+    #: scheduler asks): cancelled whole, a subtree whose pages differ from the original's was
+    #: lost, with no sample to tell; the gate still skips what an active URL rule predicts.
+    keeps_corrected_links = True
+
     def __init__(
         self,
         rules: CrawlRules,

@@ -2,10 +2,12 @@
 
 A scripted worker (this test, reading the real ``pages`` topic and writing real decisions)
 makes the home page's outlinks followed, then corrects the home page to a near-duplicate while
-those links still wait for their turn (one request per 0.6 s per host): they must be
-dropped, and released from the shared seen set so that another page may still schedule them;
-unless a page of another crawler process wanted them meanwhile (and found them claimed): then
-they are fetched after all.
+those links still wait for their turn (one request per 0.6 s per host). With the URL rules (the
+default) they go out all the same: a duplicate's outlinks are judged, not dropped, and a
+correction has no sample to judge them by. Without the rules a duplicate's outlinks are
+dropped, and so are these: released from the shared seen set so that another page may still
+schedule them; unless a page of another crawler process wanted them meanwhile (and found them
+claimed): then they are fetched after all.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ def decision(page: Page, follow: bool, links: tuple[str, ...] = (), **extra: obj
     }
     return Decision(**fields).to_json()  # type: ignore[arg-type]
 
+
+#: One request per 0.6 s per host: the home page's links wait for their turn.
+SLOW = {
+    "AUTOTHROTTLE_ENABLED": "False",
+    "DOWNLOAD_DELAY": "0.6",
+    "RANDOMIZE_DOWNLOAD_DELAY": "False",
+    "NEARDUP_DECISION_TIMEOUT": "20",
+}
 
 #: How long the scripted worker waits for the home page's links to be seen waiting before it
 #: corrects the page anyway (the test then fails on the counts): no figure of speed.
@@ -96,24 +106,48 @@ class ScriptedWorker(threading.Thread):
         self.send(page, decision(page, True, articles))  # must not undo the correction
 
 
-def test_a_correction_drops_the_links_still_waiting(
+def test_with_the_url_rules_a_correction_keeps_the_links_already_out(
+    site_server: SiteServer, crawl_env: Env, redis_client: redis.Redis
+) -> None:
+    """Cancelled whole, a corrected page's subtree was lost when its pages differ from the
+    original's (13 unique pages of a release's renderings, in a crawl stopped and run again)."""
+    home = manifest(site_server)["seeds"]["main"]
+    store = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"])
+    worker = ScriptedWorker(crawl_env, home, _scheduled(store))
+    worker.start()
+    crawler = crawl_env.crawler("slow", home, **SLOW)
+    try:
+        wait_all(crawl_env, [crawler], timeout=60)
+    finally:
+        worker.stop.set()
+    log = crawl_env.log("slow", 10**6)
+    fetched = [url for url in site_server.fetched() if "/articles/" in url]
+    kept = stats_line(log, "dedup/links_of_corrected_pages_kept")
+    assert len(fetched) == 8 and kept >= 6, (fetched, kept)
+    assert stats_line(log, "dedup/corrections") == 1
+    assert stats_line(log, "dedup/requests_cancelled") == 0
+    assert store.in_flight() == (0, 0)
+    assert "'finish_reason': 'finished'" in log
+
+
+def _scheduled(store: RedisSeenStore) -> Callable[[Sequence[str]], bool]:
+    def scheduled(links: Sequence[str]) -> bool:  # claimed in the seen set: scheduled
+        return all(store.contains_many([url_fingerprint(u) for u in links]))
+
+    return scheduled
+
+
+def test_without_the_url_rules_a_correction_drops_the_links_still_waiting(
     site_server: SiteServer, crawl_env: Env, redis_client: redis.Redis
 ) -> None:
     truth = manifest(site_server)
     home = truth["seeds"]["main"]
     store = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"])
-
-    def scheduled(links: Sequence[str]) -> bool:  # claimed in the seen set: scheduled
-        return all(store.contains_many([url_fingerprint(u) for u in links]))
+    scheduled = _scheduled(store)
 
     worker = ScriptedWorker(crawl_env, home, scheduled)
     worker.start()
-    slow = {
-        "AUTOTHROTTLE_ENABLED": "False",
-        "DOWNLOAD_DELAY": "0.6",
-        "RANDOMIZE_DOWNLOAD_DELAY": "False",
-        "NEARDUP_DECISION_TIMEOUT": "20",
-    }
+    slow = {**SLOW, "NEARDUP_RULES": "off"}  # a duplicate's outlinks dropped
     crawler = crawl_env.crawler("slow", home, **slow)
     try:
         wait_all(crawl_env, [crawler], timeout=60)
@@ -165,12 +199,7 @@ def test_a_cancelled_link_that_another_process_wanted_is_fetched_after_all(
     # The correction must find every link wanted by the other process (what this test is about).
     worker = ScriptedWorker(crawl_env, home, lambda links: wanted >= set(links))
     worker.start()
-    slow = {
-        "AUTOTHROTTLE_ENABLED": "False",
-        "DOWNLOAD_DELAY": "0.6",
-        "RANDOMIZE_DOWNLOAD_DELAY": "False",
-        "NEARDUP_DECISION_TIMEOUT": "20",
-    }
+    slow = {**SLOW, "NEARDUP_RULES": "off"}  # a duplicate's outlinks dropped
     crawler = crawl_env.crawler("slow", home, **slow)
     try:
         wait_all(crawl_env, [crawler], timeout=60)
