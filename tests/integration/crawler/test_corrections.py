@@ -113,14 +113,7 @@ def test_with_the_url_rules_a_correction_keeps_the_links_already_out(
     original's (13 unique pages of a release's renderings, in a crawl stopped and run again)."""
     home = manifest(site_server)["seeds"]["main"]
     store = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"])
-    worker = ScriptedWorker(crawl_env, home, _scheduled(store))
-    worker.start()
-    crawler = crawl_env.crawler("slow", home, **SLOW)
-    try:
-        wait_all(crawl_env, [crawler], timeout=60)
-    finally:
-        worker.stop.set()
-    log = crawl_env.log("slow", 10**6)
+    log = _crawl_home(crawl_env, home, _scheduled(store), SLOW)
     fetched = [url for url in site_server.fetched() if "/articles/" in url]
     kept = stats_line(log, "dedup/links_of_corrected_pages_kept")
     assert len(fetched) == 8 and kept >= 6, (fetched, kept)
@@ -128,6 +121,20 @@ def test_with_the_url_rules_a_correction_keeps_the_links_already_out(
     assert stats_line(log, "dedup/requests_cancelled") == 0
     assert store.in_flight() == (0, 0)
     assert "'finish_reason': 'finished'" in log
+
+
+def _crawl_home(
+    env: Env, home: str, links_waiting: Callable[[Sequence[str]], bool], settings: dict[str, str]
+) -> str:
+    """Crawl from ``home`` against the scripted worker; the crawler's log."""
+    worker = ScriptedWorker(env, home, links_waiting)
+    worker.start()
+    crawler = env.crawler("slow", home, **settings)
+    try:
+        wait_all(env, [crawler], timeout=60)
+    finally:
+        worker.stop.set()
+    return env.log("slow", 10**6)
 
 
 def _scheduled(store: RedisSeenStore) -> Callable[[Sequence[str]], bool]:
@@ -143,17 +150,8 @@ def test_without_the_url_rules_a_correction_drops_the_links_still_waiting(
     truth = manifest(site_server)
     home = truth["seeds"]["main"]
     store = RedisSeenStore(redis_client, crawl_env.vars["NEARDUP_CRAWL_ID"])
-    scheduled = _scheduled(store)
-
-    worker = ScriptedWorker(crawl_env, home, scheduled)
-    worker.start()
     slow = {**SLOW, "NEARDUP_RULES": "off"}  # a duplicate's outlinks dropped
-    crawler = crawl_env.crawler("slow", home, **slow)
-    try:
-        wait_all(crawl_env, [crawler], timeout=60)
-    finally:
-        worker.stop.set()
-    log = crawl_env.log("slow", 10**6)
+    log = _crawl_home(crawl_env, home, _scheduled(store), slow)
     fetched = [url for url in site_server.fetched() if "/articles/" in url]
     cancelled = stats_line(log, "dedup/requests_cancelled")
     assert len(fetched) + cancelled == 8 and cancelled >= 6, (fetched, cancelled)
