@@ -82,7 +82,11 @@ class PageConsumer:
         self.rebalances = 0
         #: The value of ``rebalances`` at each partition's last revocation.
         self._revoked_at: dict[Partition, int] = {}
-        self._awaiting_assignment = False  # revoked, and the rebalance's assignment not yet in
+        # Revoked (or new), and the rebalance's assignment not yet in. A member stopped while
+        # the group first forms leaves it forming too: Tansu then never assigns anyone again
+        # (``_finish_rebalance``), as two crawls in a row showed when the first was stopped
+        # 1.6 s after its workers started.
+        self._awaiting_assignment = True
         self._closing = False  # close() runs: the revoke callback runs inside it
         fetch_max = max(52_428_800, max_message_bytes)
         #: A rolling topic (``generations.py``): the subscription follows its live generations,

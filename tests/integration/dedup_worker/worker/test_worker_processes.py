@@ -212,6 +212,30 @@ def test_two_workers_given_one_worker_id_the_fenced_one_says_so_and_no_page_is_l
     check_against_oracle(reader.decisions, pages)
 
 
+def test_workers_stopped_before_their_first_assignment_leave_a_group_later_ones_can_join(
+    setup: Callable[..., Setup],
+    spawn: Callable[..., WorkerProcess],
+    redis_server: RedisServer,
+) -> None:
+    """A member that leaves while the group first forms wedges it on Tansu as a leader leaving
+    mid-rebalance does: a `neardup crawl` of two spiders stopped 5 s in (its workers 1.6 s
+    after they started) left a group whose later workers never got a partition, and the next
+    run stalled. A new member now waits for its first assignment before it leaves."""
+    s = setup(redis_url=redis_server.url, partitions=2)
+    first = [spawn(s.env | {"NEARDUP_WORKER_ID": f"first-{i}"}) for i in range(2)]
+    for worker in first:
+        wait_for_log(worker, "worker running")
+    for worker in first:
+        worker.proc.send_signal(signal.SIGTERM)
+    for worker in first:
+        assert worker.wait(60) == 0, worker.log_text()
+    later = [spawn(s.env | {"NEARDUP_WORKER_ID": f"later-{i}"}) for i in range(2)]
+    for worker in later:
+        wait_for_log(worker, r"partitions assigned: \['", timeout=60)
+    for worker in later:
+        assert worker.terminate() == 0, worker.log_text()
+
+
 @pytest.mark.parametrize("generations", ["on", "off"])
 def test_workers_stopped_together_leave_a_group_later_workers_can_join(
     setup: Callable[..., Setup],
