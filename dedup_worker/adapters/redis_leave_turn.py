@@ -55,7 +55,7 @@ class RedisLeaveTurn:
         client: Client,
         namespace: str,
         group_id: str,
-        ttl_ms: int = 20_000,
+        ttl_ms: int = 30_000,
         wait_s: float = 60.0,
     ) -> None:
         self.client = client

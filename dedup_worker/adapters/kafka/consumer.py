@@ -85,8 +85,9 @@ class PageConsumer:
         # Revoked (or new), and the rebalance's assignment not yet in. A member stopped while
         # the group first forms leaves it forming too: Tansu then never assigns anyone again
         # (``_finish_rebalance``), as two crawls in a row showed when the first was stopped
-        # 1.6 s after its workers started.
-        self._awaiting_assignment = True
+        # 1.6 s after its workers started. Only where the turn is taken (Tansu's bug): on a
+        # Kafka cluster a stop must not wait for it.
+        self._awaiting_assignment = leave_turn is not None
         self._closing = False  # close() runs: the revoke callback runs inside it
         fetch_max = max(52_428_800, max_message_bytes)
         #: A rolling topic (``generations.py``): the subscription follows its live generations,
@@ -288,6 +289,10 @@ class PageConsumer:
         """
         noticed_by = time.monotonic() + settle_s
         deadline = time.monotonic() + LEAVE_AFTER_REBALANCE_S
+        if self.rebalances == 0 and not self._consumer.memberid():
+            # Never joined (the broker out of reach, the topic missing): it sends no leave,
+            # so it cannot wedge the group, and waiting would only delay the stop.
+            self._awaiting_assignment = False
         with kafka_errors("finishing a rebalance before leaving the group"):
             while time.monotonic() < (deadline if self._awaiting_assignment else noticed_by):
                 self._consumer.poll(0.1)
