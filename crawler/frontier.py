@@ -10,8 +10,9 @@ page until they are fetched, so that
   (:func:`dedup_worker.contract.reading.next_step`) says which decisions are new;
 - a decision that arrives while the page's callback is still yielding requests waits for the
   last of them (the page is *collecting*), so a page's requests are judged together, once;
-- a correction drops the page's requests that are still waiting in the scheduler, unless
-  another followed page also wants them.
+- a correction names the page's requests still waiting in the scheduler (``cancelled``), unless
+  another followed page also wants them; the link scheduler drops them, or with the URL rules
+  keeps them (:meth:`Ledger.revive`).
 
 Requests are opaque here (:class:`Held` carries the canonical URL and the request object).
 """
@@ -54,7 +55,7 @@ class Action(Enum):
     WAITING = "waiting"  # the page is still collecting its requests: applied when it closes
     FOLLOW = "follow"  # release the page's ``held`` requests (those the judge follows)
     SUPPRESS = "suppress"  # do not follow: the page's ``held`` requests are dropped
-    CORRECT = "correct"  # drop ``cancelled`` links not yet fetched (and anything still held)
+    CORRECT = "correct"  # ``cancelled`` links not yet fetched (and anything still held)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class Ledger:
         step = next_step(held, decision)
         if step is Step.REPEAT or (held is not None and held.corrects):
             # Nothing new, or a correction of a corrected page (to an earlier original):
-            # its links were cancelled already.
+            # its links were dealt with already.
             return Outcome(Action.DUPLICATE, decision=decision)
         self.pages[key] = Standing.of(decision)
         page = self.awaiting.get(key)

@@ -9,7 +9,10 @@ follows is checked against scope (:mod:`crawler.scope`), the gate
 crawl's seen set (one claim round trip per batch) and the ``max_pages`` budget, and goes to
 Scrapy's scheduler at the decision's priority. A correction cancels the page's released links
 still waiting (:meth:`LinkScheduler.going_out`, called by the download handler as a request
-goes out). Only :meth:`apply` (the extension's poll, on the reactor) schedules anything.
+goes out), or lets them go with a judge that keeps them (the URL rules'
+:class:`~crawler.subtree_judge.SubtreeJudge`: a duplicate's outlinks are judged, and a
+correction has no sample to judge by). Only :meth:`apply` (the extension's poll, on the
+reactor) schedules anything.
 
 How a link then goes out (the budget, likely duplicates waiting for the crawl's idle moment
 under it, links handed to the crawl's other processes) is :class:`crawler.links_out.LinksOut`.
