@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import math
 import pickle
-from collections.abc import Iterable
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,30 @@ class Outcome:
     decision: Decision | None = None
     outlinks: tuple[str, ...] = ()  # the page's own outlinks, as published
     held: tuple[Held, ...] = ()  # the requests its callback yielded
+
+
+def overtaken(
+    ready: Sequence[Outcome], decisions: Sequence[Decision]
+) -> tuple[list[Outcome], set[PageKey]]:
+    """Outcomes waiting for this poll (decided while their page collected) whose page this
+    poll corrects become the correction's: their held requests are judged as a duplicate's.
+    Applied after the correction, a stale "follow" released them unjudged: the correction
+    found no link of the page released yet. Returns the outcomes and the corrected pages,
+    whose correction's own outcome (nothing left to cancel) is not handled again."""
+    corrections = {page_key(d): d for d in decisions if d.corrects}
+    out, keys = [], set()
+    for waiting in ready:
+        decision = waiting.decision
+        key = page_key(decision) if decision is not None else None
+        if key is not None and key in corrections and waiting.action is not Action.CORRECT:
+            keys.add(key)
+            out.append(replace(
+                waiting, action=Action.CORRECT, links=(), suppressed=waiting.outlinks,
+                decision=corrections[key],
+            ))  # fmt: skip
+        else:
+            out.append(waiting)
+    return out, keys
 
 
 class Claim(Enum):

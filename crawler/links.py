@@ -33,7 +33,16 @@ from crawler.ahead import AHEAD_META, Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.failed import FailedFetches
-from crawler.frontier import Action, Claim, Held, Ledger, Outcome, judged_last, request_priority
+from crawler.frontier import (
+    Action,
+    Claim,
+    Held,
+    Ledger,
+    Outcome,
+    judged_last,
+    overtaken,
+    request_priority,
+)
 from crawler.judging import (
     HOLD,
     AdmitAll,
@@ -52,7 +61,7 @@ from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
 from dedup_worker.contract.messages import Decision, Page
-from dedup_worker.contract.reading import PageKey
+from dedup_worker.contract.reading import PageKey, page_key
 from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
@@ -141,9 +150,12 @@ class LinkScheduler(LinksOut):
         try:
             # Duplicates last: one decided in the same poll as its keeper (mirrors fetched
             # together) is judged once the keeper's outlinks are wanted (``wanted_now``).
+            ready, corrected = overtaken(self._ready, decisions)
+            self._ready = []
             for decision in sorted(decisions, key=judged_last):
-                self._handle(self.ledger.apply(decision), wanted)
-            ready, self._ready = self._ready, []
+                outcome = self.ledger.apply(decision)
+                if not (decision.corrects and page_key(decision) in corrected):
+                    self._handle(outcome, wanted)
             for outcome in sorted(ready, key=lambda o: judged_last(o.decision)):
                 self._handle(outcome, wanted)
             self._schedule(wanted)

@@ -399,3 +399,30 @@ def test_a_spider_stopped_before_the_end_leaves_its_queue_to_the_crawl() -> None
     assert plugin.stat("dedup/requests_left_to_the_crawl") == 1
     links.budget.keep_deferred = True  # JOBDIR: Scrapy keeps the queue on disk
     assert links.leave_queue() == 0
+
+
+def test_a_correction_in_the_poll_after_a_waiting_decision_judges_the_page_as_a_duplicate() -> None:
+    """The first decision came while the page collected and waits for the next poll; that poll
+    brings the correction. Applied first, the correction found no link released, and the stale
+    "follow" then released them all unjudged (and the page's verdict counted twice)."""
+    plugin = Plugin()
+    links = plugin.session.links
+    key = PageKey("http://a.test/hub", 1.0)
+    child = requests("/hub/child")[0]
+    links.ledger.published(key, 0, (child.url,), collecting=True)
+    links.ledger.hold(key, Held(child.url, child))
+    first = Decision(
+        url=key.url, host="a.test", fetched_at=1.0, decided_at=2.0, verdict=Verdict.UNIQUE,
+        simhash="0" * 16, priority=0.5, follow_outlinks=True, outlinks=(child.url,),
+    )  # fmt: skip
+    links.ledger.apply(first)  # the page still collects: it waits
+    links.close(key)  # ready for the next poll
+    correction = Decision(
+        url=key.url, host="a.test", fetched_at=1.0, decided_at=3.0,
+        verdict=Verdict.NEAR_DUPLICATE, simhash="0" * 16, priority=0.0, follow_outlinks=False,
+        duplicate_of="http://a.test/original", corrects=True,
+    )  # fmt: skip
+    links.apply([correction])
+    assert plugin.engine.crawled == []  # the decision's judge drops a duplicate's requests
+    assert plugin.stat("dedup/decisions_correct") == 1
+    assert plugin.stat("dedup/decisions_follow") is None
