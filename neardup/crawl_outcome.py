@@ -145,6 +145,14 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
             f"later run of crawl {stats.get('crawl_id', '')!r}, which tries them again "
             "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL)"
         )
+    left = n("dedup/requests_left_to_the_crawl") + n("dedup/undecided_left_to_the_crawl")
+    if left:
+        lines.append(
+            f"stopped before the end: {left} requests left for a later run of crawl "
+            f"{stats.get('crawl_id', '')!r} ({n('dedup/undecided_left_to_the_crawl')} of them "
+            f"undecided; {n('dedup/stop_grace_decided')} pages decided while stopping); the "
+            "same command with NEARDUP_REDIS_URL (neardup up) takes them up"
+        )
     if n("dedup/seen_at_start"):
         lines.append(
             f"resumed crawl {stats.get('crawl_id', '')!r}: {n('dedup/seen_at_start')} URLs were "

@@ -6,6 +6,8 @@ topics, a decisions recorder (positioned at the topic's end *before* the crawl, 
 run's decisions land in ``--out``), N ``dedup-worker`` processes and the spider (``scrapy crawl
 neardup``). The spider closes when no decision is owed; the recorder then drains to the
 topic's end and the workers are stopped with SIGTERM (they finish their batch and commit).
+On Ctrl-C the spiders get SIGINT first and close (handing what they owe to the crawl's shared
+list) while the workers still decide their last pages; then the same.
 
 Children run on this interpreter (``sys.executable -m ...``), never looked up on ``PATH``: an
 unactivated virtualenv, a pipx install or a system install all start the workers and the spider
@@ -89,6 +91,10 @@ class CrawlOptions:
 
     def base_environment(self) -> dict[str, str]:
         return dict(os.environ if self.environment is None else self.environment)
+
+
+#: The exit code of a crawl stopped by Ctrl-C (a shell's for SIGINT).
+STOPPED = 130
 
 
 class Tally:
@@ -180,17 +186,39 @@ class CrawlRun:
         with self._rolling(config), self.options.out.open("wb") as out:
             recorder = Recorder(kafka, config.decisions_topic, out, self.tally)
             recorder.start()
-            for number in range(self.options.workers):
-                # Distinct ids: a worker's transactional id derives from it, and equal ids fence.
-                worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
-                self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
-            spiders = [self._spawn_spider(env, number) for number in range(self.options.crawlers)]
-            code = self._wait(spiders)
-            recorder.drain()
+            try:
+                for number in range(self.options.workers):
+                    # Distinct ids: a worker's transactional id derives from them; equal ones fence.
+                    worker_env = {**env, "NEARDUP_WORKER_ID": f"crawl-worker-{number}"}
+                    self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
+                spiders = [self._spawn_spider(env, n) for n in range(self.options.crawlers)]
+                code = self._wait_or_stop(spiders)
+                recorder.drain()
+            finally:  # before the file closes: the recorder writes to it
+                recorder.thread.stop()
         self._collect(config, [self._stats_file(n) for n in range(self.options.crawlers)])
         code = exit_code(code, self.stats)
         self._summary(code)
         return code
+
+    def _wait_or_stop(self, spiders: list[subprocess.Popen[bytes]]) -> int:
+        """``_wait``; on Ctrl-C the spiders stop first while the workers still decide their
+        last pages, so the spiders hand the links those decisions judge over to a later run
+        (``NEARDUP_STOP_GRACE``); a second Ctrl-C stops everything at once. 130 when stopped."""
+        try:
+            return self._wait(spiders)
+        except KeyboardInterrupt:
+            pass
+        print(
+            "\nneardup crawl: stopping; the spiders hand what they owe over to a later run of "
+            "this crawl (Ctrl-C again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+        for spider in spiders:
+            _signal_group(spider, signal.SIGINT)
+        self._wait(spiders)
+        return STOPPED
 
     def _spawn_spider(self, env: dict[str, str], number: int) -> subprocess.Popen[bytes]:
         stats_file = self._stats_file(number)
@@ -321,7 +349,7 @@ class CrawlRun:
 
     def _summary(self, code: int) -> None:
         elapsed = time.monotonic() - self.started
-        outcome = "finished" if code == 0 else f"ended with code {code}"
+        outcome = {0: "finished", STOPPED: "stopped"}.get(code, f"ended with code {code}")
         print(f"\nneardup crawl {outcome} in {elapsed:.1f}s")
         reason = failure(self.stats)
         if reason is not None:
