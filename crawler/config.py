@@ -79,6 +79,10 @@ class CrawlConfig:
     max_inflight_bytes: int = 16 * 1024 * 1024
     max_message_bytes: int = 10 * 1024 * 1024
     decision_timeout: float = 120.0
+    #: After a stop before the end (Ctrl-C) without ``JOBDIR``: how long the closing spider
+    #: keeps applying decisions of pages it published, so a duplicate's outlinks are judged
+    #: rather than left to a later run undecided (each then costs a fetch). 0: none.
+    stop_grace: float = 5.0
     priority_levels: int = 100
     poll_interval: float = 0.05
     extractor: str = FAST_EXTRACTOR
@@ -199,6 +203,7 @@ def crawl_config(settings: Any, environ: Mapping[str, str] | None = None) -> Cra
         max_inflight_bytes=read.number("NEARDUP_MAX_INFLIGHT_BYTES", 16 * 1024 * 1024, int),
         max_message_bytes=read.number("NEARDUP_MAX_MESSAGE_BYTES", 10 * 1024 * 1024, int),
         decision_timeout=read.number("NEARDUP_DECISION_TIMEOUT", 120.0),
+        stop_grace=read.number("NEARDUP_STOP_GRACE", 5.0),
         priority_levels=read.number("NEARDUP_PRIORITY_LEVELS", 100, int),
         poll_interval=read.number("NEARDUP_POLL_INTERVAL", 0.05),
         extractor=read.text("NEARDUP_EXTRACTOR", FAST_EXTRACTOR),
@@ -242,6 +247,7 @@ def _validate(config: CrawlConfig) -> None:
         (config.max_inflight_bytes >= 1024, "NEARDUP_MAX_INFLIGHT_BYTES must be >= 1024"),
         (config.max_message_bytes >= 1024, "NEARDUP_MAX_MESSAGE_BYTES must be >= 1024"),
         (config.decision_timeout > 0, "NEARDUP_DECISION_TIMEOUT must be > 0 seconds"),
+        (config.stop_grace >= 0, "NEARDUP_STOP_GRACE must be >= 0 seconds"),
         (1 <= config.priority_levels <= 10_000, "NEARDUP_PRIORITY_LEVELS must be 1..10000"),
         (config.poll_interval > 0, "NEARDUP_POLL_INTERVAL must be > 0 seconds"),
         (config.rule_sketch_ttl >= 0, "NEARDUP_RULE_SKETCH_TTL must be >= 0 seconds"),

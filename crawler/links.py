@@ -53,7 +53,7 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
-from crawler.links_out import LINK_META, LinksOut, Want
+from crawler.links_out import LIKELY_DUPLICATE_META, LINK_META, LinksOut, Want
 from crawler.scope import Scope
 from crawler.seen import CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing, encode_request
@@ -88,6 +88,7 @@ class LinkScheduler(LinksOut):
         self.verdicts = VerdictWaiters(self.ledger)  # items' verdicts (the middleware)
         self._drop_params = config.extract_options.drop_params
         self._paced: dict[str, Any] = {}  # requests the gate holds back, by canonical URL
+        self._likely_later: list[Any] = []  # taken likely duplicates, for the idle moment
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
         self._claim_failed: list[Want] = []  # wanted links whose claim failed: next poll
         self._claim_failed_at: float | None = None  # monotonic time of the first failure
@@ -426,13 +427,20 @@ class LinkScheduler(LinksOut):
             for page in self.ledger.awaiting.values()
             if page.decision is None or page.decision.follow_outlinks
         ]
-        held_back = getattr(self.judge, "held_back", None)
-        pages += [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
         # A decision that came while its page collected, applied at the next poll (none came).
         pages += [(list(o.held), o.depth) for o in self._ready if o.action is Action.FOLLOW]
         # A page's requests are one level below it (DepthMiddleware off: no depth in meta).
         keep = self.scope.keep
-        return [item.request for held, depth in pages for item in keep(held, depth + 1)]
+        requests = [item.request for held, depth in pages for item in keep(held, depth + 1)]
+        # A duplicate's outlinks its judge holds back on a sample: the run that takes them
+        # sends them at its idle moment, when the sample's rule may skip them (links_out).
+        held_back = getattr(self.judge, "held_back", None)
+        groups = [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
+        return requests + [
+            item.request.replace(meta={**item.request.meta, LIKELY_DUPLICATE_META: True})
+            for held, depth in groups
+            for item in keep(held, depth + 1)
+        ]
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

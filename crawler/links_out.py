@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
+#: ``Request.meta`` flag of a duplicate's outlink handed over while its judge waited on a
+#: sample (a stop before the end): the process that takes it sends it at its idle moment.
+LIKELY_DUPLICATE_META = "neardup_likely_duplicate"
 
 
 @dataclass
@@ -60,6 +63,7 @@ class LinksOut:
     _seen: Callable[[], CrawlSeen]
     _claim_failed: list[Want]
     _paced: dict[str, Any]
+    _likely_later: list[Any]
     _claim_failed_at: float | None
 
     @property
@@ -75,6 +79,17 @@ class LinksOut:
         for request in standby:
             self._send_claimed(request)
         return self.observer.settle() or bool(standby) or self._release_budget_waiting()
+
+    def send_likely_later(self) -> bool:
+        """The crawl is idle, its shared list empty: the likely duplicates taken from it go
+        out now (True if any), when the rule their sample was checking may skip them (the
+        gate, before each fetch): the crawl's other pages had the time to teach it."""
+        later, self._likely_later = self._likely_later, []
+        for request in later:
+            self._send_claimed(request)
+        if later:
+            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle", len(later))
+        return bool(later)
 
     def _give_up_claims(self) -> bool:
         """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
@@ -165,7 +180,10 @@ class LinksOut:
         if sharing is None or self.budget.keep_deferred:  # JOBDIR keeps its own queue
             return 0
         given = 0
-        for request in [*self.queued.waiting(), *self._paced.values()]:
+        later = [
+            r.replace(meta={**r.meta, LIKELY_DUPLICATE_META: True}) for r in self._likely_later
+        ]
+        for request in [*self.queued.waiting(), *self._paced.values(), *later]:
             left = request.replace(meta={**request.meta, LINK_META: True})
             if sharing.hand_over(left, self.crawler.spider):
                 self._seen().used(request.url, request.method, request.body)
@@ -217,7 +235,10 @@ class LinksOut:
             )
         for request in taken:
             self.budget.take()  # there was room for it
-            self._send_claimed(request)
+            if request.meta.pop(LIKELY_DUPLICATE_META, False) and not self.budget.keep_deferred:
+                self._likely_later.append(request)  # see settle; a JOBDIR crawl sends it now
+            else:
+                self._send_claimed(request)
         self.stats.inc_value("dedup/requests_taken_over", len(taken))
         return bool(taken)
 

@@ -33,16 +33,13 @@ from typing import Any, Self
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from scrapy.utils.request import request_from_dict
 from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from crawler import stats as dedup_stats
-from crawler.frontier import Held, PageKey, ResumeState
-from crawler.links import LINK_META
-from crawler.links_out import Want
+from crawler.frontier import ResumeState
+from crawler.resuming import RESUME_FILE, Resuming
 from crawler.rules_setup import install_rules, uninstall_rules
-from crawler.seen import past_the_filter
 from crawler.session import NeardupSession
 from crawler.sharing import BUSY, PEER_TIMEOUT
 from dedup_worker.adapters.kafka import DecisionFeed
@@ -52,11 +49,12 @@ from dedup_worker.errors import ContractError
 
 logger = logging.getLogger(__name__)
 
-RESUME_FILE = "neardup-resume.pickle"
+__all__ = ["RESUME_FILE", "DecisionScheduler"]  # RESUME_FILE: its place before 29 Nov
+
 DRAIN_LIMIT = 5000
 
 
-class DecisionScheduler:
+class DecisionScheduler(Resuming):
     """Scrapy extension: reads this crawl's decisions and decides when the crawl is over."""
 
     def __init__(self, crawler: Any, session: NeardupSession) -> None:
@@ -110,52 +108,6 @@ class DecisionScheduler:
         topic = self.config.decisions_topic
         logger.info("reading decisions from %s at offsets %s%s", topic, started, resuming)
 
-    def _resume_awaiting(self, spider: Any, resume: ResumeState) -> None:
-        ledger = self.links.ledger
-        held_lists = resume.held or [[] for _ in resume.awaiting]
-        for (url, fetched_at, depth, outlinks), held in zip(
-            resume.awaiting, held_lists, strict=True
-        ):
-            key = PageKey(url, fetched_at)
-            ledger.published(key, depth, outlinks, collecting=True)
-            for serialised in held:
-                request = request_from_dict(serialised, spider=spider)
-                ledger.hold(key, Held(serialised["_neardup_url"], request))
-            ledger.close(key)
-
-    def _resume_deferred(self, spider: Any, deferred: list[Any]) -> None:
-        """Requests left over the budget by the previous run: still claimed by this crawl, so
-        they bypass the seen filter (they were checked against scope when first released)."""
-        for serialised in deferred:
-            request = request_from_dict(serialised, spider=spider)
-            if self.links.take_budget():
-                request.meta[LINK_META] = True
-                self.crawler.engine.crawl(past_the_filter(request))
-            else:
-                self.links.budget.deferred.append(request)
-
-    def _resume_waiting(self, spider: Any, waiting: list[tuple[str, float, int, Any]]) -> None:
-        """Likely duplicates that waited for the idle moment wait for this run's (claimed by
-        this crawl: past the filter when they go)."""
-        for url, fetched_at, level, serialised in waiting:
-            request = past_the_filter(request_from_dict(serialised, spider=spider))
-            held = Held(serialised["_neardup_url"], request)
-            self.links.budget.waiting.append(Want(held, PageKey(url, fetched_at), level))
-
-    def _resume_held_back(self, spider: Any, resume: ResumeState) -> None:
-        """What the URL rules held back when the previous run stopped: a waiting group's
-        requests are followed (its sample's answer is gone), paced requests go out (claimed
-        by this crawl and counted in its budget already)."""
-        for url, fetched_at, depth, priority, serialised in resume.kept:
-            held = [
-                Held(s["_neardup_url"], request_from_dict(s, spider=spider)) for s in serialised
-            ]
-            self.links.release_held(PageKey(url, fetched_at), held, depth, priority)
-        for serialised in resume.paced:
-            request = request_from_dict(serialised, spider=spider)
-            request.meta[LINK_META] = True
-            self.crawler.engine.crawl(past_the_filter(request))
-
     def _predicted(self, prediction: PredictedDuplicate) -> None:
         publisher = self.session.publisher
         if publisher is not None:
@@ -164,8 +116,13 @@ class DecisionScheduler:
     def spider_idle(self, spider: Any) -> None:
         if self._closing:
             return
-        if self.links.ledger.outstanding or self.links.settle() or self._shared_work():
+        if self.links.ledger.outstanding or self._work_left():
             raise DontCloseSpider
+
+    def _work_left(self) -> bool:
+        """Nothing is owed a decision: what waited for this moment goes out now (True), the
+        crawl's shared work first, the likely duplicates taken from it last."""
+        return self.links.settle() or self._shared_work() or self.links.send_likely_later()
 
     def _shared_work(self) -> bool:
         """The crawl's other processes handed requests over (they go out now), or one of them
@@ -190,6 +147,7 @@ class DecisionScheduler:
         return shared
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
+        await self._await_decisions(reason)
         self._close_down(spider, reason)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._write_stats(reason)
@@ -289,17 +247,53 @@ class DecisionScheduler:
     # ---- the poll loop -------------------------------------------------------------------------
 
     def _tick(self) -> None:
-        if not self.crawler.crawling:  # stopping (Ctrl-C): schedule nothing more
+        stopping = not self.crawler.crawling  # Ctrl-C: nothing more goes out
+        if stopping:
             self.links.verdicts.release_all()
-            return
+            if not self._decides_while_stopping():
+                return
         try:
-            self.links.apply(self._decisions(self.feed.drain(DRAIN_LIMIT)))
+            decisions = self._decisions(self.feed.drain(DRAIN_LIMIT))
+            self.links.apply(decisions)
+            if stopping:  # what they release waits in the queue, handed over at the close
+                self.stats.inc_value("dedup/decisions_applied_while_stopping", len(decisions))
+                return
             self._maybe_close()
             self._share()
         except Exception:
             # A failing tick must not kill the LoopingCall: the crawl would hang until timeout.
             logger.exception("applying decisions failed")
             self.stats.inc_value("dedup/scheduler_errors")
+
+    def _decides_while_stopping(self) -> bool:
+        """A spider stopped before the end hands what it owes to the crawl's shared list: the
+        decisions of its last pages still judge their links until it closes (``JOBDIR`` saves
+        those pages and reads their decisions when it resumes instead)."""
+        return (
+            self.config.stop_grace > 0
+            and self.links.sharing is not None
+            and not self.links.budget.keep_deferred
+        )
+
+    async def _await_decisions(self, reason: str) -> None:
+        """Stopped before the end (not stalled): wait up to ``NEARDUP_STOP_GRACE`` for the
+        decisions of the pages still awaiting one. Their links then go to the shared list
+        judged: a duplicate's are dropped, or followed or held back by its judge, where left
+        undecided each one cost a later run a fetch."""
+        ledger = self.links.ledger
+        if reason in ("finished", "dedup_stalled") or not ledger.outstanding:
+            return
+        if not self._decides_while_stopping() or self._loop is None:
+            return
+        waiting, grace = ledger.outstanding, self.config.stop_grace
+        logger.info("waiting up to %.0f s for the decisions of %d pages", grace, waiting)
+        deadline = time.monotonic() + grace
+        while ledger.outstanding and time.monotonic() < deadline and self._loop.running:
+            await _pause(self.config.poll_interval)  # the poll loop applies them meanwhile
+        self.stats.set_value("dedup/stop_grace_decided", waiting - ledger.outstanding)
+        self.stats.set_value(
+            "dedup/stop_grace_seconds", round(grace - deadline + time.monotonic(), 2)
+        )
 
     def _share(self) -> None:
         """Hand over what this poll gave away; beat BUSY while there is work here (an idle
@@ -329,7 +323,7 @@ class DecisionScheduler:
         if self._closing or engine is None or engine.spider is None:
             return
         if not self.links.ledger.outstanding:
-            if _engine_idle(engine) and not self.links.settle() and not self._shared_work():
+            if _engine_idle(engine) and not self._work_left():
                 self._close("finished")
         elif time.monotonic() - self.links.last_progress > self.config.decision_timeout:
             self._report_stall()
@@ -356,69 +350,13 @@ class DecisionScheduler:
         self.links.verdicts.release_all()
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
-    # ---- resume --------------------------------------------------------------------------------
 
-    def _resume_path(self) -> Path | None:
-        jobdir = self.crawler.settings.get("JOBDIR")
-        return Path(jobdir) / RESUME_FILE if jobdir else None
+async def _pause(seconds: float) -> None:
+    """Let the reactor run (the poll loop among it) for ``seconds``."""
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
 
-    def _save_resume(self, spider: Any) -> None:
-        path = self._resume_path()
-        if path is None:
-            return
-        awaiting = self.links.ledger.awaiting
-        pages = [(k.url, k.fetched_at, p.depth, p.outlinks) for k, p in awaiting.items()]
-        held = [
-            [self._serialise(h.request, spider, h.url) for h in p.held] for p in awaiting.values()
-        ]
-        deferred = [self._serialise(r, spider) for r in self.links.budget.deferred]
-        # Requests sent, seeds included: the resumed run counts the seeds again as it opens,
-        # and each one refused (claimed by this run) gives its place back.
-        scheduled = self.links.budget.spent
-        state = ResumeState(
-            self.feed.start_offsets,
-            pages,
-            [d for d in deferred if d is not None],
-            scheduled,
-            [[d for d in page if d is not None] for page in held],
-            kept=self._kept(spider),
-            paced=_present([self._serialise(r, spider) for r in self.links.paced()]),
-            waiting=[
-                (w.source.url, w.source.fetched_at, w.level, serialised)
-                for w in self.links.budget.waiting
-                if (serialised := self._serialise(w.held.request, spider, w.held.url))
-            ],
-        )
-        state.save(path)
-
-    def _kept(self, spider: Any) -> list[tuple[str, float, int, float, list[Any]]]:
-        """What the judge keeps back (a judge without ``held_back`` keeps nothing)."""
-        held_back = getattr(self.links.judge, "held_back", None)
-        groups = held_back() if held_back is not None else []
-        return [
-            (
-                source.url,
-                source.fetched_at,
-                depth,
-                priority,
-                _present([self._serialise(h.request, spider, h.url) for h in held]),
-            )
-            for source, depth, priority, held in groups
-        ]
-
-    def _serialise(self, request: Any, spider: Any, url: str = "") -> dict[str, Any] | None:
-        try:
-            serialised: dict[str, Any] = request.to_dict(spider=spider)
-        except ValueError as exc:  # a callback that is not a spider method, as Scrapy's queues
-            self.stats.inc_value("dedup/resume_unserializable")
-            logger.warning("cannot keep %s for a resume: %s", request, exc)
-            return None
-        serialised["_neardup_url"] = url
-        return serialised
-
-
-def _present(serialised: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
-    return [d for d in serialised if d is not None]
+    await maybe_deferred_to_future(deferLater(reactor, seconds))
 
 
 def _engine_idle(engine: Any) -> bool:

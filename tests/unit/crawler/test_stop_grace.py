@@ -1,0 +1,195 @@
+"""A spider stopped before the end (Ctrl-C, no ``JOBDIR``) keeps applying the decisions of the
+pages it published until they are in or ``NEARDUP_STOP_GRACE`` passes: their links go to the
+crawl's shared list judged (a duplicate's dropped), where undecided each one cost a later run
+a fetch."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from scrapy.exceptions import DontCloseSpider
+
+from crawler.frontier import Held, PageKey
+from crawler.links_out import LIKELY_DUPLICATE_META
+from crawler.scheduling import DecisionScheduler
+from crawler.sharing import MemoryPeerStore, WorkSharing, decode_request
+from dedup_worker.contract.messages import Decision, Verdict
+from tests.unit.crawler.test_plugin_components import Plugin, requests
+
+
+class Feed:
+    """The decisions topic's feed, stood in: what the worker has decided so far."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def drain(self, limit: int) -> list[Decision]:
+        out, self.decisions = self.decisions[:limit], self.decisions[limit:]
+        return out
+
+
+class Loop:
+    running = True
+
+
+def _decision(plugin: Plugin, index: int, follow: bool) -> Decision:
+    page = plugin.publisher.pages[index]
+    return Decision(
+        url=page.url, host=page.host, fetched_at=page.fetched_at, decided_at=1.0,
+        verdict=Verdict.UNIQUE if follow else Verdict.NEAR_DUPLICATE, simhash="0" * 16,
+        priority=0.5, follow_outlinks=follow, outlinks=page.outlinks if follow else (),
+        duplicate_of=None if follow else "http://a.test/original",
+    )  # fmt: skip
+
+
+def _stopped(**settings: Any) -> tuple[Plugin, DecisionScheduler, Feed]:
+    """A new page and a duplicate published, neither decided yet; then Ctrl-C."""
+    plugin = Plugin(NEARDUP_RULES=False, **settings)
+    plugin.session.links.sharing = WorkSharing(MemoryPeerStore(), "this")
+    plugin.respond(requests("/new/1", "/new/2"), url="http://a.test/new")
+    plugin.respond(requests("/dup/1", "/dup/2"), url="http://a.test/dup")
+    scheduler = DecisionScheduler(plugin.crawler, plugin.session)
+    scheduler.feed = feed = Feed()  # type: ignore[assignment]
+    plugin.crawler.crawling = False
+    return plugin, scheduler, feed
+
+
+def _left(plugin: Plugin) -> list[str]:
+    """What the stopped spider leaves to the crawl's shared list."""
+    links = plugin.session.links
+    links.leave_queue()
+    links.leave_undecided()
+    links.sharing.flush()  # type: ignore[union-attr]
+    store = links.sharing.store  # type: ignore[union-attr]
+    return sorted(decode_request(raw, plugin.crawler.spider).url for raw in store.shared)
+
+
+def test_decisions_that_come_while_stopping_judge_the_links_left() -> None:
+    plugin, scheduler, feed = _stopped()
+    feed.decisions = [_decision(plugin, 0, follow=True), _decision(plugin, 1, follow=False)]
+    scheduler._tick()
+    assert plugin.session.links.ledger.outstanding == 0
+    assert plugin.stat("dedup/decisions_applied_while_stopping") == 2
+    # The new page's links wait in the queue and go claimed; the duplicate's are dropped.
+    assert _left(plugin) == ["http://a.test/new/1", "http://a.test/new/2"]
+    assert plugin.stat("dedup/undecided_left_to_the_crawl") in (None, 0)
+
+
+def test_without_them_every_link_went_undecided() -> None:
+    """The behaviour before: nothing applied once stopping (still so with a grace of 0)."""
+    plugin, scheduler, feed = _stopped(NEARDUP_STOP_GRACE="0")
+    feed.decisions = [_decision(plugin, 0, follow=True), _decision(plugin, 1, follow=False)]
+    scheduler._tick()
+    assert plugin.session.links.ledger.outstanding == 2
+    assert len(_left(plugin)) == 4
+    assert plugin.stat("dedup/undecided_left_to_the_crawl") == 4
+
+
+def test_the_close_waits_for_the_decisions_owed_then_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin, scheduler, feed = _stopped()
+    scheduler._loop = Loop()  # type: ignore[assignment]
+    arriving = [_decision(plugin, 0, follow=True), _decision(plugin, 1, follow=False)]
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:  # a poll interval: one decision comes, one poll
+        pauses.append(seconds)
+        feed.decisions.append(arriving.pop(0))
+        scheduler._tick()
+
+    monkeypatch.setattr("crawler.scheduling._pause", pause)
+    asyncio.run(scheduler._await_decisions("shutdown"))
+    assert len(pauses) == 2 and plugin.session.links.ledger.outstanding == 0
+    assert plugin.stat("dedup/stop_grace_decided") == 2
+
+
+def test_the_wait_ends_at_the_grace_when_a_decision_never_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin, scheduler, _ = _stopped(NEARDUP_STOP_GRACE="0.3")
+    scheduler._loop = Loop()  # type: ignore[assignment]
+    now = [50.0]
+    monkeypatch.setattr("crawler.scheduling.time.monotonic", lambda: now[0])
+
+    async def pause(seconds: float) -> None:
+        now[0] += 0.1
+
+    monkeypatch.setattr("crawler.scheduling._pause", pause)
+    asyncio.run(scheduler._await_decisions("shutdown"))
+    assert plugin.session.links.ledger.outstanding == 2 and now[0] == pytest.approx(50.3)
+    assert plugin.stat("dedup/stop_grace_decided") == 0
+
+
+@pytest.mark.parametrize("reason", ["finished", "dedup_stalled"])
+def test_no_wait_when_the_crawl_ended_or_the_workers_stalled(
+    reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, scheduler, _ = _stopped()
+    scheduler._loop = Loop()  # type: ignore[assignment]
+
+    async def pause(seconds: float) -> None:
+        raise AssertionError("no wait")
+
+    monkeypatch.setattr("crawler.scheduling._pause", pause)
+    asyncio.run(scheduler._await_decisions(reason))
+
+
+def test_with_jobdir_the_resume_file_keeps_the_pages_instead(tmp_path: Any) -> None:
+    plugin, scheduler, feed = _stopped(JOBDIR=str(tmp_path))
+    plugin.session.links.budget.keep_deferred = True  # as spider_opened sets it with JOBDIR
+    feed.decisions = [_decision(plugin, 0, follow=True)]
+    scheduler._tick()
+    assert plugin.session.links.ledger.outstanding == 2 and feed.decisions
+
+
+class SampleUnanswered:
+    """A judge holding a duplicate's outlink back while its sample is fetched."""
+
+    def held_back(self) -> list[Any]:
+        key = PageKey("http://a.test/dup", 1.0)
+        return [(key, 1, 0.5, [Held("http://a.test/9", requests("/9")[0])])]
+
+
+def _taken() -> tuple[Plugin, MemoryPeerStore]:
+    """A duplicate's outlink held back on a sample, left at a stop; the next run took it."""
+    first = Plugin()
+    store = MemoryPeerStore()
+    first.session.links.sharing = WorkSharing(store, "first run")
+    first.session.links.judge = SampleUnanswered()  # type: ignore[assignment]
+    assert first.session.links.leave_undecided() == 1
+    first.session.links.sharing.flush()
+    first.session.links.sharing.leave()  # the first run is over
+    second = Plugin()
+    second.session.links.sharing = WorkSharing(store, "second run")
+    assert second.session.links.take_shared() and not store.shared
+    return second, store
+
+
+def test_a_held_back_outlink_left_at_a_stop_goes_out_at_the_taking_run_s_idle_moment() -> None:
+    """Handed over undecided, it went out at once in the run that took it, before that run's
+    pages taught the rule its sample was checking: a fetch each. It now waits for the idle
+    moment (the gate, before each fetch, may skip it by then)."""
+    second, _ = _taken()
+    scheduler = DecisionScheduler(second.crawler, second.session)
+    assert second.engine.crawled == []
+    for _ in range(3):  # idle moments: the shared list looked at once more, then this
+        with pytest.raises(DontCloseSpider):
+            scheduler.spider_idle(second.crawler.spider)
+        if second.engine.crawled:
+            break
+    assert [r.url for r in second.engine.crawled] == ["http://a.test/9"]
+    assert LIKELY_DUPLICATE_META not in second.engine.crawled[0].meta
+    assert second.stat("dedup/likely_duplicates_sent_at_idle") == 1
+    scheduler.spider_idle(second.crawler.spider)  # then it may close
+
+
+def test_a_taken_likely_duplicate_is_left_again_as_one_if_that_run_stops_first() -> None:
+    second, store = _taken()
+    links = second.session.links
+    assert links.leave_queue() == 1
+    links.sharing.flush()  # type: ignore[union-attr]
+    left = [decode_request(raw, second.crawler.spider) for raw in store.shared]
+    assert [(r.url, r.meta.get(LIKELY_DUPLICATE_META)) for r in left] == [("http://a.test/9", True)]
