@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scrapy.core.scheduler import Scheduler
+
 from crawler.ahead import Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
@@ -65,6 +67,7 @@ class LinksOut:
     _paced: dict[str, Any]
     _likely_later: list[Any]
     _claim_failed_at: float | None
+    _released: Callable[[Any], bool]
 
     @property
     def stats(self) -> Any:
@@ -84,12 +87,13 @@ class LinksOut:
         """The crawl is idle, its shared list empty: the likely duplicates taken from it go
         out now (True if any), when the rule their sample was checking may skip them (the
         gate, before each fetch): the crawl's other pages had the time to teach it."""
-        later, self._likely_later = self._likely_later, []
-        for request in later:
-            self._send_claimed(request)
-        if later:
-            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle", len(later))
-        return bool(later)
+        sent = 0
+        while self._likely_later:  # one at a time: a failure leaves the rest to leave_queue
+            self._send_claimed(self._likely_later.pop(0))
+            sent += 1
+        if sent:
+            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle", sent)
+        return bool(sent)
 
     def _give_up_claims(self) -> bool:
         """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
@@ -183,13 +187,33 @@ class LinksOut:
         later = [
             r.replace(meta={**r.meta, LIKELY_DUPLICATE_META: True}) for r in self._likely_later
         ]
-        for request in [*self.queued.waiting(), *self._paced.values(), *later]:
+        for request in [*self._in_scheduler(), *self._paced.values(), *later]:
             left = request.replace(meta={**request.meta, LINK_META: True})
             if sharing.hand_over(left, self.crawler.spider):
                 self._seen().used(request.url, request.method, request.body)
                 given += 1
         self.stats.inc_value("dedup/requests_left_to_the_crawl", given)
         return given
+
+    def _in_scheduler(self) -> list[Any]:
+        """The requests still in Scrapy's own scheduler, taken out of its memory queue (the
+        process is closing): the released ones, and those no decision released (redirects,
+        retries, the seeds), which the ``queued`` cache misses, as it misses what it forgot
+        when full; not one whose URL went ahead of it, nor one a correction cancelled (it is
+        un-claimed, as on its way out). Another scheduler (scrapy-redis's queue outlives the
+        process): what the ``queued`` cache knows."""
+        scheduler = _scrapy_scheduler(self.crawler.engine)
+        if scheduler is None:
+            return self.queued.waiting()
+        drop_params, waiting = self.config.extract_options.drop_params, []
+        while len(scheduler) and (request := scheduler.next_request()) is not None:
+            if not self.queued.leaving(canonicalize_url(request.url, drop_params), request):
+                continue  # its URL was fetched ahead of it
+            if not self.ledger.start_fetch(request.url):  # cancelled by a correction
+                self._released(request)
+                continue
+            waiting.append(request)
+        return waiting
 
     def fetch_failed(self, request: Any) -> None:
         """``request``'s download failed for a passing reason, retries included
@@ -326,3 +350,10 @@ class LinksOut:
                 self.stats.inc_value("dedup/requests_handed_over")
                 return
         self._seen().release(request.url, request.method, request.body)
+
+
+def _scrapy_scheduler(engine: Any) -> Scheduler | None:
+    """The engine's scheduler if it is Scrapy's own (memory queues, ``len``), else None."""
+    slot = getattr(engine, "_slot", None)
+    scheduler = getattr(slot, "scheduler", None)
+    return scheduler if isinstance(scheduler, Scheduler) else None

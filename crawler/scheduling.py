@@ -66,6 +66,7 @@ class DecisionScheduler(Resuming):
         self.feed = DecisionFeed(self.config.kafka(), self.config.decisions_topic)
         self._loop: LoopingCall | None = None
         self._closing = False
+        self._spider_closing = False  # spider_closed came: nothing will be downloaded
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
 
     @classmethod
@@ -147,6 +148,7 @@ class DecisionScheduler(Resuming):
         return shared
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
+        self._spider_closing = True  # also closed otherwise than by Ctrl-C (CLOSESPIDER_*)
         await self._await_decisions(reason)
         self._close_down(spider, reason)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
@@ -247,7 +249,7 @@ class DecisionScheduler(Resuming):
     # ---- the poll loop -------------------------------------------------------------------------
 
     def _tick(self) -> None:
-        stopping = not self.crawler.crawling  # Ctrl-C: nothing more goes out
+        stopping = not self.crawler.crawling or self._spider_closing  # nothing more goes out
         if stopping:
             self.links.verdicts.release_all()
             if not self._decides_while_stopping():

@@ -95,6 +95,9 @@ class CrawlOptions:
 
 #: The exit code of a crawl stopped by Ctrl-C (a shell's for SIGINT).
 STOPPED = 130
+#: How long the spiders may take to close after a Ctrl-C (Scrapy lets the downloads in
+#: progress finish, then the spider waits ``NEARDUP_STOP_GRACE`` for decisions at most).
+STOP_WAIT_S = 120.0
 
 
 class Tally:
@@ -204,21 +207,24 @@ class CrawlRun:
     def _wait_or_stop(self, spiders: list[subprocess.Popen[bytes]]) -> int:
         """``_wait``; on Ctrl-C the spiders stop first while the workers still decide their
         last pages, so the spiders hand the links those decisions judge over to a later run
-        (``NEARDUP_STOP_GRACE``); a second Ctrl-C stops everything at once. 130 when stopped."""
+        (``NEARDUP_STOP_GRACE``). A worker that dies meanwhile does not cut that short; a second
+        Ctrl-C, or ``STOP_WAIT_S``, does (what is not handed over yet then stays claimed).
+        The exit code: a spider's that had failed before the Ctrl-C, else 130."""
         try:
             return self._wait(spiders)
         except KeyboardInterrupt:
             pass
+        failed = next((s.returncode for s in spiders if s.poll() is not None and s.returncode), 0)
         print(
             "\nneardup crawl: stopping; the spiders hand what they owe over to a later run of "
-            "this crawl (Ctrl-C again to stop at once)",
+            "this crawl (Ctrl-C again stops at once, leaving what is not handed over yet claimed)",
             file=sys.stderr,
             flush=True,
         )
         for spider in spiders:
             _signal_group(spider, signal.SIGINT)
-        self._wait(spiders)
-        return STOPPED
+        self._wait(spiders, deadline=time.monotonic() + STOP_WAIT_S)
+        return failed or STOPPED
 
     def _spawn_spider(self, env: dict[str, str], number: int) -> subprocess.Popen[bytes]:
         stats_file = self._stats_file(number)
@@ -309,10 +315,17 @@ class CrawlRun:
             argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
-    def _wait(self, spiders: list[subprocess.Popen[bytes]]) -> int:
-        """The first failing spider's exit code, 0 when every spider succeeded."""
+    def _wait(self, spiders: list[subprocess.Popen[bytes]], deadline: float | None = None) -> int:
+        """The first failing spider's exit code, 0 when every spider succeeded. With a
+        ``deadline`` (stopping): until then at most, whatever the workers do."""
         last = 0.0
         while any(spider.poll() is None for spider in spiders):
+            if deadline is not None:
+                if time.monotonic() > deadline:
+                    logger.warning("the spiders did not stop in %.0f s; stopping them", STOP_WAIT_S)
+                    break
+                time.sleep(0.2)
+                continue
             dead = [c for c in self.children if c not in spiders and c.poll() is not None]
             if dead:
                 logs = self.options.state_dir

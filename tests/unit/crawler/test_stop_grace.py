@@ -6,9 +6,12 @@ a fetch."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from scrapy import Request
+from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import DontCloseSpider
 
 from crawler.frontier import Held, PageKey
@@ -193,3 +196,43 @@ def test_a_taken_likely_duplicate_is_left_again_as_one_if_that_run_stops_first()
     links.sharing.flush()  # type: ignore[union-attr]
     left = [decode_request(raw, second.crawler.spider) for raw in store.shared]
     assert [(r.url, r.meta.get(LIKELY_DUPLICATE_META)) for r in left] == [("http://a.test/9", True)]
+
+
+def test_a_spider_closed_otherwise_than_by_ctrl_c_applies_decisions_only() -> None:
+    """``CLOSESPIDER_*`` closes with Scrapy still crawling: once ``spider_closed`` came, the
+    poll only applies decisions (taking shared work or sending likely duplicates into a
+    spider that downloads nothing more would hand them back unmarked)."""
+    plugin, scheduler, feed = _stopped()
+    plugin.crawler.crawling = True
+    scheduler._spider_closing = True
+    feed.decisions = [_decision(plugin, 0, follow=True)]
+    plugin.session.links._likely_later.append(requests("/9")[0])
+    scheduler._tick()
+    assert plugin.stat("dedup/decisions_applied_while_stopping") == 1
+    assert plugin.session.links._likely_later  # not sent: the close hands it over, marked
+
+
+def test_a_stop_leaves_every_request_in_scrapy_s_queue_to_the_crawl() -> None:
+    """Redirects, retries and seeds wait in Scrapy's scheduler without a decision having
+    released them, so the cache of released links does not know them: claimed, they died
+    with the memory queue. The close now takes the queue itself; a released one goes once."""
+    plugin = Plugin(SCHEDULER_PRIORITY_QUEUE="scrapy.pqueues.ScrapyPriorityQueue")  # no downloader
+    links = plugin.session.links
+    store = MemoryPeerStore()
+    links.sharing = WorkSharing(store, "this")
+    scheduler = Scheduler.from_crawler(plugin.crawler)
+    scheduler.open(plugin.crawler.spider)
+    plugin.engine._slot = SimpleNamespace(scheduler=scheduler)  # type: ignore[attr-defined]
+    plugin.respond(requests("/released"))
+    plugin.decide(follow=True)
+    redirected = Request("http://a.test/moved-here", meta={"redirect_urls": ["http://a.test/o"]})
+    for request in (
+        *plugin.engine.crawled,
+        redirected,
+        Request("http://a.test/r", dont_filter=True),
+    ):
+        assert scheduler.enqueue_request(request)
+    assert links.leave_queue() == 3 and not len(scheduler)
+    links.sharing.flush()
+    left = sorted(decode_request(raw, plugin.crawler.spider).url for raw in store.shared)
+    assert left == ["http://a.test/moved-here", "http://a.test/r", "http://a.test/released"]
