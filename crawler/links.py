@@ -53,7 +53,8 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
-from crawler.links_out import LIKELY_DUPLICATE_META, LINK_META, LinksOut, Want
+from crawler.links_out import LINK_META, LinksOut, Want
+from crawler.regroup import LIKELY_DUPLICATE_META, group_meta
 from crawler.scope import Scope
 from crawler.seen import CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing, encode_request
@@ -185,12 +186,27 @@ class LinkScheduler(LinksOut):
             else:
                 self._suppress([], outcome.cancelled, outcome.depth + 1)
             return
-        page = DecidedPage(key, outcome.depth, outcome.outlinks, decision, outcome.held)
+        self._judged(
+            DecidedPage(key, outcome.depth, outcome.outlinks, decision, outcome.held), wanted
+        )
+
+    def _judged(self, page: DecidedPage, wanted: dict[str, Want]) -> None:
+        """The judge's word on a decided page's requests: wanted (claimed with the poll's
+        other links) or suppressed."""
         judgement = self.judge.judge(page)
-        level = request_priority(decision.priority, self.config.priority_levels)
-        for held in self.scope.keep(judgement.follow, outcome.depth + 1):
-            self._want(wanted, held, key, level)
-        self._suppress(judgement.drop, (), outcome.depth + 1)
+        level = request_priority(page.decision.priority, self.config.priority_levels)
+        for held in self.scope.keep(judgement.follow, page.depth + 1):
+            self._want(wanted, held, page.key, level)
+        self._suppress(judgement.drop, (), page.depth + 1)
+
+    def judge_again(self, pages: Sequence[DecidedPage]) -> None:
+        """Groups another run's judge held back on a sample when it stopped
+        (:mod:`crawler.regroup`): judged as if their pages were decided now, with this run's
+        evidence of their rewrites; what they follow is claimed as any link is."""
+        wanted: dict[str, Want] = {}
+        for page in pages:
+            self._judged(page, wanted)
+        self._schedule(wanted)
 
     def release_held(
         self, source: PageKey, held: Sequence[Held], depth: int, priority: float
@@ -408,6 +424,8 @@ class LinkScheduler(LinksOut):
         left = [r for r in self._undecided() if encode_request(r, spider) is not None]  # JSON
         handed = [r for r, new in zip(left, self._claim(left), strict=True) if new]
         claimed = [r for r in handed if not r.dont_filter]  # dont_filter: claimed by nobody
+        # Held back on a sample: unclaimed, with their group, judged again by the taker.
+        handed += [r for r in self._held_back_groups() if encode_request(r, spider) is not None]
         for request in handed:
             sharing.hand_over(request.replace(meta={**request.meta, LINK_META: True}), spider)
         for request in claimed:
@@ -432,14 +450,33 @@ class LinkScheduler(LinksOut):
         # A page's requests are one level below it (DepthMiddleware off: no depth in meta).
         keep = self.scope.keep
         requests = [item.request for held, depth in pages for item in keep(held, depth + 1)]
-        # A duplicate's outlinks its judge holds back on a sample: the run that takes them
-        # sends them at its idle moment, when the sample's rule may skip them (links_out).
-        held_back = getattr(self.judge, "held_back", None)
-        groups = [(held, depth) for _, depth, _, held in (held_back() if held_back else [])]
-        return requests + [
-            item.request.replace(meta={**item.request.meta, LIKELY_DUPLICATE_META: True})
-            for held, depth in groups
-            for item in keep(held, depth + 1)
+        # A duplicate's outlinks its judge holds back on a sample, of a judge that does not
+        # say whose duplicate their page is: claimed, sent at the taker's idle moment.
+        if getattr(self.judge, "keepers", None) is None:
+            held_back = getattr(self.judge, "held_back", None)
+            for _, depth, _, held in held_back() if held_back else []:
+                requests += [
+                    item.request.replace(meta={**item.request.meta, LIKELY_DUPLICATE_META: True})
+                    for item in keep(held, depth + 1)
+                ]
+        return requests
+
+    def _held_back_groups(self) -> list[Any]:
+        """The requests of the judge's groups waiting on a sample, each with its group in its
+        meta (:mod:`crawler.regroup`), in scope, unclaimed."""
+        keepers = getattr(self.judge, "keepers", None)
+        if keepers is None:
+            return []
+        of = keepers()
+        return [
+            item.request.replace(
+                meta={
+                    **item.request.meta,
+                    LIKELY_DUPLICATE_META: group_meta(source, depth, priority, of[source]),
+                }
+            )
+            for source, depth, priority, held in self.judge.held_back()  # type: ignore[attr-defined]
+            for item in self.scope.keep(held, depth + 1)
         ]
 
     def count_saved(self) -> None:

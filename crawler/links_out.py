@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,8 @@ from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.failed import FailedFetches, afresh
 from crawler.frontier import Held, Ledger
-from crawler.judging import DecisionObserver, RequestGate
+from crawler.judging import DecidedPage, DecisionObserver, RequestGate
+from crawler.regroup import LIKELY_DUPLICATE_META, has_group, regroup
 from crawler.scope import spider_limit
 from crawler.seen import CLAIMED_META, CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing
@@ -34,9 +35,6 @@ logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` flag of requests released by a decision (the ones a correction may cancel).
 LINK_META = "neardup_link"
-#: ``Request.meta`` flag of a duplicate's outlink handed over while its judge waited on a
-#: sample (a stop before the end): the process that takes it sends it at its idle moment.
-LIKELY_DUPLICATE_META = "neardup_likely_duplicate"
 
 
 @dataclass
@@ -68,6 +66,7 @@ class LinksOut:
     _likely_later: list[Any]
     _claim_failed_at: float | None
     _released: Callable[[Any], bool]
+    judge_again: Callable[[Sequence[DecidedPage]], None]
 
     @property
     def stats(self) -> Any:
@@ -84,16 +83,27 @@ class LinksOut:
         return self.observer.settle() or bool(standby) or self._release_budget_waiting()
 
     def send_likely_later(self) -> bool:
-        """The crawl is idle, its shared list empty: the likely duplicates taken from it go
-        out now (True if any), when the rule their sample was checking may skip them (the
-        gate, before each fetch): the crawl's other pages had the time to teach it."""
-        sent = 0
-        while self._likely_later:  # one at a time: a failure leaves the rest to leave_queue
-            self._send_claimed(self._likely_later.pop(0))
-            sent += 1
-        if sent:
-            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle", sent)
-        return bool(sent)
+        """The crawl is idle, its shared list empty: the likely duplicates taken from it are
+        judged again by their group (:mod:`crawler.regroup`), with the evidence this run's own
+        groups of their rewrites gathered meanwhile; those without one go out claimed, when
+        the gate may skip them by a rule this run's pages taught it. True if there were any."""
+        if not self._likely_later:
+            return False
+        grouped = [r for r in self._likely_later if has_group(r)]
+        self._likely_later = [r for r in self._likely_later if not has_group(r)]
+        while self._likely_later:  # one at a time: a failure leaves the rest to the close
+            request = self._likely_later.pop(0)
+            request.meta.pop(LIKELY_DUPLICATE_META, None)
+            self._send_claimed(request)
+            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle")
+        if grouped:
+            self.stats.inc_value("dedup/likely_duplicates_judged_at_idle", len(grouped))
+            try:
+                self.judge_again(regroup(grouped, self.config.extract_options.drop_params))
+            except Exception:  # a claim that failed is asked again at the next poll
+                logger.exception("judging again the groups another run left failed")
+                self.stats.inc_value("dedup/scheduler_errors")
+        return True
 
     def _give_up_claims(self) -> bool:
         """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
@@ -184,9 +194,7 @@ class LinksOut:
         if sharing is None or self.budget.keep_deferred:  # JOBDIR keeps its own queue
             return 0
         given = 0
-        later = [
-            r.replace(meta={**r.meta, LIKELY_DUPLICATE_META: True}) for r in self._likely_later
-        ]
+        later = self._likely_later  # with their group, or their flag, as they came
         for request in [*self._in_scheduler(), *self._paced.values(), *later]:
             left = request.replace(meta={**request.meta, LINK_META: True})
             if sharing.hand_over(left, self.crawler.spider):
@@ -257,12 +265,20 @@ class LinksOut:
             self.stats.inc_value(
                 "dedup/requests_taken_unreadable", self.sharing.unreadable - unreadable
             )
+        grouped = [r for r in taken if has_group(r)]  # claimed as they are judged again
         for request in taken:
-            self.budget.take()  # there was room for it
-            if request.meta.pop(LIKELY_DUPLICATE_META, False) and not self.budget.keep_deferred:
-                self._likely_later.append(request)  # see settle; a JOBDIR crawl sends it now
+            if has_group(request):
+                if not self.budget.keep_deferred:  # a JOBDIR crawl judges them now
+                    self._likely_later.append(request)
+            elif request.meta.get(LIKELY_DUPLICATE_META) and not self.budget.keep_deferred:
+                self.budget.take()  # there was room for it
+                self._likely_later.append(request)
             else:
+                self.budget.take()
+                request.meta.pop(LIKELY_DUPLICATE_META, None)
                 self._send_claimed(request)
+        if self.budget.keep_deferred and grouped:
+            self.judge_again(regroup(grouped, self.config.extract_options.drop_params))
         self.stats.inc_value("dedup/requests_taken_over", len(taken))
         return bool(taken)
 

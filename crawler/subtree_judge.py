@@ -67,6 +67,7 @@ class _Group:
     priority: float
     held: list[Held]
     since: float
+    keeper: str = ""  # the page its source duplicates (the decision's duplicate_of)
     waits: tuple[str, ...] = ()  # the samples it was registered as waiting for
     counterparts: list[str] = field(default_factory=list)  # and the counterparts, likewise
 
@@ -180,7 +181,9 @@ class SubtreeJudge:
             self.rules.forced.add(sample)
             follow.extend(by_url[sample])
         held_back = [held for link in check.held for held in by_url[link]]
-        group = _Group(check, page.key, page.depth, decision.priority, held_back, self.clock())
+        group = _Group(
+            check, page.key, page.depth, decision.priority, held_back, self.clock(), original
+        )
         self.stats.inc_value("dedup/groups_sampled")
         self.stats.inc_value("dedup/group_samples", len(check.sample))
         self.stats.inc_value("dedup/group_members_held", len(check.held))
@@ -359,6 +362,10 @@ class SubtreeJudge:
         """The requests of every group still waiting: (source page, depth, decision priority,
         held requests), for a ``JOBDIR`` resume to follow."""
         return [(g.source, g.depth, g.priority, list(g.held)) for g in self._pending.values()]
+
+    def keepers(self) -> dict[PageKey, str]:
+        """The page each waiting group's source duplicates, by source (``crawler.regroup``)."""
+        return {g.source: g.keeper for g in self._pending.values()}
 
     def close(self) -> None:
         self.stats.set_value("dedup/groups_waiting_at_close", len(self._pending))

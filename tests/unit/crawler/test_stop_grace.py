@@ -6,6 +6,7 @@ a fetch."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +16,8 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import DontCloseSpider
 
 from crawler.frontier import Held, PageKey
-from crawler.links_out import LIKELY_DUPLICATE_META
+from crawler.judging import DecidedPage, Judgement
+from crawler.regroup import LIKELY_DUPLICATE_META
 from crawler.scheduling import DecisionScheduler
 from crawler.sharing import MemoryPeerStore, WorkSharing, decode_request
 from dedup_worker.contract.messages import Decision, Verdict
@@ -156,19 +158,36 @@ class SampleUnanswered:
         return [(key, 1, 0.5, [Held("http://a.test/9", requests("/9")[0])])]
 
 
-def _taken() -> tuple[Plugin, MemoryPeerStore]:
-    """A duplicate's outlink held back on a sample, left at a stop; the next run took it."""
+def _left_by_a_stopped_run(judge: Any, left: int) -> tuple[MemoryPeerStore, Plugin]:
+    """The shared list after a run whose ``judge`` held a duplicate's outlinks back stopped,
+    and that run."""
     first = Plugin()
     store = MemoryPeerStore()
     first.session.links.sharing = WorkSharing(store, "first run")
-    first.session.links.judge = SampleUnanswered()  # type: ignore[assignment]
-    assert first.session.links.leave_undecided() == 1
+    first.session.links.judge = judge
+    assert first.session.links.leave_undecided() == left
     first.session.links.sharing.flush()
     first.session.links.sharing.leave()  # the first run is over
+    return store, first
+
+
+def _taken() -> tuple[Plugin, MemoryPeerStore]:
+    """A duplicate's outlink held back on a sample, left at a stop; the next run took it."""
+    store, _ = _left_by_a_stopped_run(SampleUnanswered(), 1)
     second = Plugin()
     second.session.links.sharing = WorkSharing(store, "second run")
     assert second.session.links.take_shared() and not store.shared
     return second, store
+
+
+def _idle_until(scheduler: DecisionScheduler, done: Callable[[], bool]) -> None:
+    """Idle moments (the spider stays open) until ``done``: the shared list is looked at once
+    more after the last peer left, then what waited for the idle moment goes."""
+    for _ in range(3):
+        with pytest.raises(DontCloseSpider):
+            scheduler.spider_idle(scheduler.crawler.spider)
+        if done():
+            return
 
 
 def test_a_held_back_outlink_left_at_a_stop_goes_out_at_the_taking_run_s_idle_moment() -> None:
@@ -178,11 +197,7 @@ def test_a_held_back_outlink_left_at_a_stop_goes_out_at_the_taking_run_s_idle_mo
     second, _ = _taken()
     scheduler = DecisionScheduler(second.crawler, second.session)
     assert second.engine.crawled == []
-    for _ in range(3):  # idle moments: the shared list looked at once more, then this
-        with pytest.raises(DontCloseSpider):
-            scheduler.spider_idle(second.crawler.spider)
-        if second.engine.crawled:
-            break
+    _idle_until(scheduler, lambda: bool(second.engine.crawled))
     assert [r.url for r in second.engine.crawled] == ["http://a.test/9"]
     assert LIKELY_DUPLICATE_META not in second.engine.crawled[0].meta
     assert second.stat("dedup/likely_duplicates_sent_at_idle") == 1
@@ -236,3 +251,46 @@ def test_a_stop_leaves_every_request_in_scrapy_s_queue_to_the_crawl() -> None:
     links.sharing.flush()
     left = sorted(decode_request(raw, plugin.crawler.spider).url for raw in store.shared)
     assert left == ["http://a.test/moved-here", "http://a.test/r", "http://a.test/released"]
+
+
+class GroupWaiting:
+    """A judge like the URL rules' one: a duplicate's group waits on its sample, and the page
+    it duplicates is known; judged again, it follows its first request and drops the other."""
+
+    def __init__(self) -> None:
+        self.judged: list[DecidedPage] = []
+
+    def held_back(self) -> list[Any]:
+        held = [Held(f"http://a.test/{n}", requests(f"/{n}")[0]) for n in (8, 9)]
+        return [(PageKey("http://a.test/dup", 1.0), 1, 0.5, held)]
+
+    def keepers(self) -> dict[PageKey, str]:
+        return {PageKey("http://a.test/dup", 1.0): "http://a.test/orig"}
+
+    def judge(self, page: DecidedPage) -> Judgement:
+        self.judged.append(page)
+        return Judgement(follow=page.held[:1], drop=page.held[1:])
+
+
+def test_a_group_left_at_a_stop_is_judged_again_at_the_taking_run_s_idle_moment() -> None:
+    """Left unclaimed with its group; the run that takes it judges it again as its page's
+    duplicate decision would have (with that run's evidence of the rewrite) before anything
+    of it goes out: what the judge drops is never claimed nor fetched."""
+    store, first = _left_by_a_stopped_run(GroupWaiting(), 2)
+    urls = ["http://a.test/8", "http://a.test/9"]
+    assert not any(first.session.links._seen().contains_many(urls))  # any link may claim them
+
+    second = Plugin()
+    links = second.session.links
+    links.sharing = WorkSharing(store, "second run")
+    links.judge = judge = GroupWaiting()  # type: ignore[assignment]
+    scheduler = DecisionScheduler(second.crawler, second.session)
+    assert links.take_shared() and second.engine.crawled == [] and judge.judged == []
+    _idle_until(scheduler, lambda: bool(judge.judged))
+    [page] = judge.judged
+    assert page.key == PageKey("http://a.test/dup", 1.0) and page.duplicate
+    assert page.decision.duplicate_of == "http://a.test/orig"
+    assert [r.url for r in second.engine.crawled] == ["http://a.test/8"]
+    assert links._seen().known_claimed("http://a.test/8")
+    assert not links._seen().contains_many(["http://a.test/9"])[0]
+    assert second.stat("dedup/likely_duplicates_judged_at_idle") == 2
