@@ -204,9 +204,12 @@ class LinkScheduler(LinksOut):
         (:mod:`crawler.regroup`): judged as if their pages were decided now, with this run's
         evidence of their rewrites; what they follow is claimed as any link is."""
         wanted: dict[str, Want] = {}
-        for page in pages:
-            self._judged(page, wanted)
-        self._schedule(wanted)
+        try:
+            for page in pages:
+                self._judged(page, wanted)
+            self._schedule(wanted)
+        finally:
+            self._wanting = set()
 
     def release_held(
         self, source: PageKey, held: Sequence[Held], depth: int, priority: float

@@ -16,12 +16,12 @@ from typing import Any
 
 from scrapy.core.scheduler import Scheduler
 
-from crawler.ahead import Queued
+from crawler.ahead import AHEAD_META, Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.failed import FailedFetches, afresh
 from crawler.frontier import Held, Ledger
-from crawler.judging import DecidedPage, DecisionObserver, RequestGate
+from crawler.judging import DecidedPage, DecisionObserver, OutlinkJudge, RequestGate
 from crawler.regroup import LIKELY_DUPLICATE_META, has_group, regroup
 from crawler.scope import spider_limit
 from crawler.seen import CLAIMED_META, CrawlSeen, past_the_filter
@@ -67,6 +67,8 @@ class LinksOut:
     _claim_failed_at: float | None
     _released: Callable[[Any], bool]
     judge_again: Callable[[Sequence[DecidedPage]], None]
+    release_held: Callable[[PageKey, Sequence[Held], int, float], None]
+    judge: OutlinkJudge
 
     @property
     def stats(self) -> Any:
@@ -96,14 +98,28 @@ class LinksOut:
             request.meta.pop(LIKELY_DUPLICATE_META, None)
             self._send_claimed(request)
             self.stats.inc_value("dedup/likely_duplicates_sent_at_idle")
-        if grouped:
-            self.stats.inc_value("dedup/likely_duplicates_judged_at_idle", len(grouped))
-            try:
-                self.judge_again(regroup(grouped, self.config.extract_options.drop_params))
-            except Exception:  # a claim that failed is asked again at the next poll
-                logger.exception("judging again the groups another run left failed")
-                self.stats.inc_value("dedup/scheduler_errors")
+        self._judge_groups(grouped)
         return True
+
+    def _judge_groups(self, requests: list[Any]) -> None:
+        """Groups another run left (:mod:`crawler.regroup`), judged again page by page. A page
+        whose judging fails, or any page under a judge that forms no groups (the URL rules
+        off would drop them all), follows its requests, claimed as any link: following can
+        only cost fetches. Never raises: a claim that fails is asked again at the next poll."""
+        judges_groups = getattr(self.judge, "keepers", None) is not None
+        for page in regroup(requests, self.config.extract_options.drop_params):
+            self.stats.inc_value("dedup/likely_duplicates_judged_at_idle", len(page.held))
+            if judges_groups:
+                try:
+                    self.judge_again([page])
+                    continue
+                except Exception:
+                    logger.exception("judging again a group another run left failed; following it")
+                    self.stats.inc_value("dedup/groups_judged_again_failed")
+            try:
+                self.release_held(page.key, page.held, page.depth, page.decision.priority)
+            except Exception:  # kept by the link scheduler for the next poll's claim
+                logger.exception("claiming the links of a group another run left failed")
 
     def _give_up_claims(self) -> bool:
         """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
@@ -196,12 +212,26 @@ class LinksOut:
         given = 0
         later = self._likely_later  # with their group, or their flag, as they came
         for request in [*self._in_scheduler(), *self._paced.values(), *later]:
-            left = request.replace(meta={**request.meta, LINK_META: True})
-            if sharing.hand_over(left, self.crawler.spider):
+            # A copy sent ahead of its turn goes as a plain request: the taker never sent it.
+            meta = {k: v for k, v in request.meta.items() if k != AHEAD_META}
+            if sharing.hand_over(
+                request.replace(meta={**meta, LINK_META: True}), self.crawler.spider
+            ):
                 self._seen().used(request.url, request.method, request.body)
                 given += 1
+            elif not request.dont_filter and not has_group(request):
+                self._unclaim(request)  # not JSON: the next link to it schedules it again
         self.stats.inc_value("dedup/requests_left_to_the_crawl", given)
         return given
+
+    def _unclaim(self, request: Any) -> None:
+        """Give back the claim of a request this process cannot send or hand over (and of the
+        URLs that redirected to it)."""
+        for url in [*request.meta.get("redirect_urls", ()), request.url]:
+            try:
+                self._seen().release(url, request.method, request.body)
+            except Exception:  # the crawl is over: it stays claimed
+                logger.exception("un-claiming %s failed", url)
 
     def _in_scheduler(self) -> list[Any]:
         """The requests still in Scrapy's own scheduler, taken out of its memory queue (the
@@ -217,8 +247,9 @@ class LinksOut:
         while len(scheduler) and (request := scheduler.next_request()) is not None:
             if not self.queued.leaving(canonicalize_url(request.url, drop_params), request):
                 continue  # its URL was fetched ahead of it
-            if not self.ledger.start_fetch(request.url):  # cancelled by a correction
-                self._released(request)
+            # Cancelled by a correction: un-claimed, unless another page wanted it meanwhile
+            # (or the release failed): then it is left to the crawl, as going_out fetches it.
+            if not self.ledger.start_fetch(request.url) and self._released(request):
                 continue
             waiting.append(request)
         return waiting
@@ -246,8 +277,7 @@ class LinksOut:
             elif self.sharing is not None and self.sharing.hand_over(again, self.crawler.spider):
                 self._seen().used(request.url, request.method, request.body)
             else:
-                for url in [*request.meta.get("redirect_urls", ()), request.url]:
-                    self._seen().release(url, request.method, request.body)
+                self._unclaim(request)
                 kept = False
             self.failed.forget(request)  # placed: a failure above leaves the rest claimed
             left += kept
@@ -278,7 +308,7 @@ class LinksOut:
                 request.meta.pop(LIKELY_DUPLICATE_META, None)
                 self._send_claimed(request)
         if self.budget.keep_deferred and grouped:
-            self.judge_again(regroup(grouped, self.config.extract_options.drop_params))
+            self._judge_groups(grouped)
         self.stats.inc_value("dedup/requests_taken_over", len(taken))
         return bool(taken)
 

@@ -44,9 +44,18 @@ def group_meta(source: PageKey, depth: int, priority: float, keeper: str) -> dic
 
 
 def has_group(request: Any) -> bool:
-    """Whether ``request`` carries a well-formed group (judged again, not sent as it is)."""
+    """Whether ``request`` carries a well-formed group (judged again, not sent as it is): a
+    page URL and the page it duplicates, a whole depth, numbers for the rest."""
     group = request.meta.get(LIKELY_DUPLICATE_META)
-    return isinstance(group, dict) and all(name in group for name in _FIELDS)
+    if not isinstance(group, dict) or not all(name in group for name in _FIELDS):
+        return False
+    texts = (group["url"], group["keeper"])
+    numbers = (group["fetched_at"], group["priority"])
+    return (
+        all(isinstance(text, str) and text for text in texts)
+        and type(group["depth"]) is int
+        and all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers)
+    )
 
 
 def regroup(requests: Sequence[Any], drop_params: frozenset[str]) -> list[DecidedPage]:

@@ -17,7 +17,7 @@ from scrapy.exceptions import DontCloseSpider
 
 from crawler.frontier import Held, PageKey
 from crawler.judging import DecidedPage, Judgement
-from crawler.regroup import LIKELY_DUPLICATE_META
+from crawler.regroup import LIKELY_DUPLICATE_META, group_meta, has_group
 from crawler.scheduling import DecisionScheduler
 from crawler.sharing import MemoryPeerStore, WorkSharing, decode_request
 from dedup_worker.contract.messages import Decision, Verdict
@@ -294,3 +294,32 @@ def test_a_group_left_at_a_stop_is_judged_again_at_the_taking_run_s_idle_moment(
     assert links._seen().known_claimed("http://a.test/8")
     assert not links._seen().contains_many(["http://a.test/9"])[0]
     assert second.stat("dedup/likely_duplicates_judged_at_idle") == 2
+
+
+class FailingGroupJudge(GroupWaiting):
+    def judge(self, page: DecidedPage) -> Judgement:
+        raise RuntimeError("the crawl's rule store is out of reach")
+
+
+@pytest.mark.parametrize("judge", [FailingGroupJudge(), None], ids=["judging-fails", "no-rules"])
+def test_a_group_that_cannot_be_judged_again_is_followed_not_lost(judge: Any) -> None:
+    """Judged by a judge that forms no groups (the URL rules off: a duplicate's requests are
+    all dropped), or by one that fails, the group would be lost: nothing else knows of it."""
+    store, _ = _left_by_a_stopped_run(GroupWaiting(), 2)
+    second = Plugin()
+    links = second.session.links
+    links.sharing = WorkSharing(store, "second run")
+    if judge is not None:
+        links.judge = judge
+    scheduler = DecisionScheduler(second.crawler, second.session)
+    assert links.take_shared()
+    _idle_until(scheduler, lambda: bool(second.engine.crawled))
+    assert sorted(r.url for r in second.engine.crawled) == ["http://a.test/8", "http://a.test/9"]
+    assert links._seen().known_claimed("http://a.test/9")
+
+
+def test_malformed_groups_are_not_groups() -> None:
+    good = group_meta(PageKey("http://a.test/dup", 1.0), 1, 0.5, "http://a.test/orig")
+    assert has_group(Request("http://a.test/1", meta={LIKELY_DUPLICATE_META: good}))
+    for bad in ({**good, "keeper": ""}, {**good, "depth": "1"}, {**good, "priority": None}, True):
+        assert not has_group(Request("http://a.test/1", meta={LIKELY_DUPLICATE_META: bad}))
