@@ -15,7 +15,9 @@ correction has no sample to judge by). Only :meth:`apply` (the extension's poll,
 reactor) schedules anything.
 
 How a link then goes out (the budget, likely duplicates waiting for the crawl's idle moment
-under it, links handed to the crawl's other processes) is :class:`crawler.links_out.LinksOut`.
+under it, links handed to the crawl's other processes) is :class:`crawler.links_out.LinksOut`;
+what a process stopped before the end leaves to the crawl, and what the run that takes it does
+with it, :class:`crawler.links_left.LinksLeft`.
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
-from crawler.links_out import LINK_META, LinksOut, Want
-from crawler.regroup import LIKELY_DUPLICATE_META, group_meta
+from crawler.links_left import LinksLeft
+from crawler.links_out import LINK_META, Want
 from crawler.scope import Scope
 from crawler.seen import CrawlSeen, past_the_filter
-from crawler.sharing import WorkSharing, encode_request
+from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
@@ -70,7 +72,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LINK_META", "LinkScheduler", "Want"]
 
 
-class LinkScheduler(LinksOut):
+class LinkScheduler(LinksLeft):
     """Held requests in, scheduled requests out (see the module docstring)."""
 
     def __init__(self, crawler: Any, config: CrawlConfig, seen: Callable[[], CrawlSeen]) -> None:
@@ -409,78 +411,6 @@ class LinkScheduler(LinksOut):
         if request.meta.get(LINK_META):
             self.ledger.dropped(request.url)
             self.queued.discard(canonicalize_url(request.url, self._drop_params))
-
-    def leave_undecided(self) -> int:
-        """The spider stops before the end without ``JOBDIR``: the requests of pages still
-        awaiting a decision (one that came while its page collected is honoured: a duplicate's
-        are not left), and those the judge holds back (a duplicate's outlinks waiting on a
-        sample), go to the crawl's shared list undecided (in scope, claimed here now, in one
-        step; one claimed already is someone else's; one with ``dont_filter`` as it is, claimed
-        by nobody). Their pages are claimed, and a later run
-        does not read their decisions or samples: the outlinks were lost, and with them any
-        page only they link to. A duplicate's outlinks among them cost a fetch each. How
-        many."""
-        sharing = self.sharing
-        if sharing is None or self.budget.keep_deferred:  # JOBDIR re-reads their decisions
-            return 0
-        spider, seen = self.crawler.spider, self._seen()
-        left = [r for r in self._undecided() if encode_request(r, spider) is not None]  # JSON
-        handed = [r for r, new in zip(left, self._claim(left), strict=True) if new]
-        claimed = [r for r in handed if not r.dont_filter]  # dont_filter: claimed by nobody
-        # Held back on a sample: unclaimed, with their group, judged again by the taker.
-        handed += [r for r in self._held_back_groups() if encode_request(r, spider) is not None]
-        for request in handed:
-            sharing.hand_over(request.replace(meta={**request.meta, LINK_META: True}), spider)
-        for request in claimed:
-            seen.used(request.url, request.method, request.body)
-        # If the push fails they stay in the outbox, claimed, for the spider's last flush (a
-        # push sent again runs once: crawler.redis_replies). Un-claimed here, they went to the
-        # list all the same with that flush, claimed by nobody.
-        sharing.flush()
-        self.stats.inc_value("dedup/undecided_left_to_the_crawl", len(handed))
-        return len(handed)
-
-    def _undecided(self) -> list[Any]:
-        """The in-scope requests of pages without a decision applied (one that came while the
-        page collected is honoured), and those the judge holds back."""
-        pages = [
-            (page.held, page.depth)
-            for page in self.ledger.awaiting.values()
-            if page.decision is None or page.decision.follow_outlinks
-        ]
-        # A decision that came while its page collected, applied at the next poll (none came).
-        pages += [(list(o.held), o.depth) for o in self._ready if o.action is Action.FOLLOW]
-        # A page's requests are one level below it (DepthMiddleware off: no depth in meta).
-        keep = self.scope.keep
-        requests = [item.request for held, depth in pages for item in keep(held, depth + 1)]
-        # A duplicate's outlinks its judge holds back on a sample, of a judge that does not
-        # say whose duplicate their page is: claimed, sent at the taker's idle moment.
-        if getattr(self.judge, "keepers", None) is None:
-            held_back = getattr(self.judge, "held_back", None)
-            for _, depth, _, held in held_back() if held_back else []:
-                requests += [
-                    item.request.replace(meta={**item.request.meta, LIKELY_DUPLICATE_META: True})
-                    for item in keep(held, depth + 1)
-                ]
-        return requests
-
-    def _held_back_groups(self) -> list[Any]:
-        """The requests of the judge's groups waiting on a sample, each with its group in its
-        meta (:mod:`crawler.regroup`), in scope, unclaimed."""
-        keepers = getattr(self.judge, "keepers", None)
-        if keepers is None:
-            return []
-        of = keepers()
-        return [
-            item.request.replace(
-                meta={
-                    **item.request.meta,
-                    LIKELY_DUPLICATE_META: group_meta(source, depth, priority, of[source]),
-                }
-            )
-            for source, depth, priority, held in self.judge.held_back()  # type: ignore[attr-defined]
-            for item in self.scope.keep(held, depth + 1)
-        ]
 
     def count_saved(self) -> None:
         """Suppressed requests that nobody fetched in the end are the bandwidth saved."""

@@ -1,8 +1,8 @@
 """How released links go out of the link scheduler (:class:`crawler.links.LinkScheduler`, of
 which :class:`LinksOut` is a part): the ``max_pages`` budget (:mod:`crawler.budget`), the
-likely duplicates that wait for the crawl's idle moment under it, and the links handed to and
-taken from the crawl's other processes (:mod:`crawler.sharing`). Kept apart from the decisions'
-side so each module reads on its own; the state is the scheduler's.
+likely duplicates that wait for the crawl's idle moment under it, and the links handed to the
+crawl's other processes (:mod:`crawler.sharing`; taking them: :mod:`crawler.links_left`). Kept
+apart from the decisions' side so each module reads on its own; the state is the scheduler's.
 """
 
 from __future__ import annotations
@@ -10,19 +10,16 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scrapy.core.scheduler import Scheduler
-
-from crawler.ahead import AHEAD_META, Queued
+from crawler.ahead import Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.failed import FailedFetches, afresh
 from crawler.frontier import Held, Ledger
-from crawler.judging import DecidedPage, DecisionObserver, OutlinkJudge, RequestGate
-from crawler.regroup import LIKELY_DUPLICATE_META, has_group, regroup
+from crawler.judging import DecisionObserver, RequestGate
 from crawler.scope import spider_limit
 from crawler.seen import CLAIMED_META, CrawlSeen, past_the_filter
 from crawler.sharing import WorkSharing
@@ -65,10 +62,6 @@ class LinksOut:
     _paced: dict[str, Any]
     _likely_later: list[Any]
     _claim_failed_at: float | None
-    _released: Callable[[Any], bool]
-    judge_again: Callable[[Sequence[DecidedPage]], None]
-    release_held: Callable[[PageKey, Sequence[Held], int, float], None]
-    judge: OutlinkJudge
 
     @property
     def stats(self) -> Any:
@@ -83,43 +76,6 @@ class LinksOut:
         for request in standby:
             self._send_claimed(request)
         return self.observer.settle() or bool(standby) or self._release_budget_waiting()
-
-    def send_likely_later(self) -> bool:
-        """The crawl is idle, its shared list empty: the likely duplicates taken from it are
-        judged again by their group (:mod:`crawler.regroup`), with the evidence this run's own
-        groups of their rewrites gathered meanwhile; those without one go out claimed, when
-        the gate may skip them by a rule this run's pages taught it. True if there were any."""
-        if not self._likely_later:
-            return False
-        grouped = [r for r in self._likely_later if has_group(r)]
-        self._likely_later = [r for r in self._likely_later if not has_group(r)]
-        while self._likely_later:  # one at a time: a failure leaves the rest to the close
-            request = self._likely_later.pop(0)
-            request.meta.pop(LIKELY_DUPLICATE_META, None)
-            self._send_claimed(request)
-            self.stats.inc_value("dedup/likely_duplicates_sent_at_idle")
-        self._judge_groups(grouped)
-        return True
-
-    def _judge_groups(self, requests: list[Any]) -> None:
-        """Groups another run left (:mod:`crawler.regroup`), judged again page by page. A page
-        whose judging fails, or any page under a judge that forms no groups (the URL rules
-        off would drop them all), follows its requests, claimed as any link: following can
-        only cost fetches. Never raises: a claim that fails is asked again at the next poll."""
-        judges_groups = getattr(self.judge, "keepers", None) is not None
-        for page in regroup(requests, self.config.extract_options.drop_params):
-            self.stats.inc_value("dedup/likely_duplicates_judged_at_idle", len(page.held))
-            if judges_groups:
-                try:
-                    self.judge_again([page])
-                    continue
-                except Exception:
-                    logger.exception("judging again a group another run left failed; following it")
-                    self.stats.inc_value("dedup/groups_judged_again_failed")
-            try:
-                self.release_held(page.key, page.held, page.depth, page.decision.priority)
-            except Exception:  # kept by the link scheduler for the next poll's claim
-                logger.exception("claiming the links of a group another run left failed")
 
     def _give_up_claims(self) -> bool:
         """Links whose claim kept failing for ``NEARDUP_DECISION_TIMEOUT`` are given up (the
@@ -201,29 +157,6 @@ class LinksOut:
         self.stats.inc_value("dedup/requests_handed_over")
         return True
 
-    def leave_queue(self) -> int:
-        """The spider stops before the end (Ctrl-C, a stall) without ``JOBDIR``: the requests
-        still in its scheduler and those the rules hold back are claimed by the crawl, and
-        Scrapy's memory queue dies with the process. They go to the crawl's shared list, where
-        a live peer or a run of the same crawl id takes them. How many."""
-        sharing = self.sharing
-        if sharing is None or self.budget.keep_deferred:  # JOBDIR keeps its own queue
-            return 0
-        given = 0
-        later = self._likely_later  # with their group, or their flag, as they came
-        for request in [*self._in_scheduler(), *self._paced.values(), *later]:
-            # A copy sent ahead of its turn goes as a plain request: the taker never sent it.
-            meta = {k: v for k, v in request.meta.items() if k != AHEAD_META}
-            if sharing.hand_over(
-                request.replace(meta={**meta, LINK_META: True}), self.crawler.spider
-            ):
-                self._seen().used(request.url, request.method, request.body)
-                given += 1
-            elif not request.dont_filter and not has_group(request):
-                self._unclaim(request)  # not JSON: the next link to it schedules it again
-        self.stats.inc_value("dedup/requests_left_to_the_crawl", given)
-        return given
-
     def _unclaim(self, request: Any) -> None:
         """Give back the claim of a request this process cannot send or hand over (and of the
         URLs that redirected to it)."""
@@ -232,27 +165,6 @@ class LinksOut:
                 self._seen().release(url, request.method, request.body)
             except Exception:  # the crawl is over: it stays claimed
                 logger.exception("un-claiming %s failed", url)
-
-    def _in_scheduler(self) -> list[Any]:
-        """The requests still in Scrapy's own scheduler, taken out of its memory queue (the
-        process is closing): the released ones, and those no decision released (redirects,
-        retries, the seeds), which the ``queued`` cache misses, as it misses what it forgot
-        when full; not one whose URL went ahead of it, nor one a correction cancelled (it is
-        un-claimed, as on its way out). Another scheduler (scrapy-redis's queue outlives the
-        process): what the ``queued`` cache knows."""
-        scheduler = _scrapy_scheduler(self.crawler.engine)
-        if scheduler is None:
-            return self.queued.waiting()
-        drop_params, waiting = self.config.extract_options.drop_params, []
-        while len(scheduler) and (request := scheduler.next_request()) is not None:
-            if not self.queued.leaving(canonicalize_url(request.url, drop_params), request):
-                continue  # its URL was fetched ahead of it
-            # Cancelled by a correction: un-claimed, unless another page wanted it meanwhile
-            # (or the release failed): then it is left to the crawl, as going_out fetches it.
-            if not self.ledger.start_fetch(request.url) and self._released(request):
-                continue
-            waiting.append(request)
-        return waiting
 
     def fetch_failed(self, request: Any) -> None:
         """``request``'s download failed for a passing reason, retries included
@@ -283,34 +195,6 @@ class LinksOut:
             left += kept
         self.stats.inc_value("dedup/failed_left_for_a_later_run", left)
         return left
-
-    def take_shared(self) -> bool:
-        """Requests other processes of the crawl handed over go out from here (claimed by the
-        crawl: past the filter), each taking a place in the budget. False: none."""
-        if self.sharing is None:
-            return False
-        unreadable = self.sharing.unreadable
-        taken = self.sharing.take(self.budget.room(), self.crawler.spider)
-        if self.sharing.unreadable > unreadable:
-            self.stats.inc_value(
-                "dedup/requests_taken_unreadable", self.sharing.unreadable - unreadable
-            )
-        grouped = [r for r in taken if has_group(r)]  # claimed as they are judged again
-        for request in taken:
-            if has_group(request):
-                if not self.budget.keep_deferred:  # a JOBDIR crawl judges them now
-                    self._likely_later.append(request)
-            elif request.meta.get(LIKELY_DUPLICATE_META) and not self.budget.keep_deferred:
-                self.budget.take()  # there was room for it
-                self._likely_later.append(request)
-            else:
-                self.budget.take()
-                request.meta.pop(LIKELY_DUPLICATE_META, None)
-                self._send_claimed(request)
-        if self.budget.keep_deferred and grouped:
-            self._judge_groups(grouped)
-        self.stats.inc_value("dedup/requests_taken_over", len(taken))
-        return bool(taken)
 
     def _gate_admits(self, want: Want, claimed: bool = False) -> bool:
         """Ask the gate; a link it skips is kept (``claimed`` or not) to be fetched back."""
@@ -396,10 +280,3 @@ class LinksOut:
                 self.stats.inc_value("dedup/requests_handed_over")
                 return
         self._seen().release(request.url, request.method, request.body)
-
-
-def _scrapy_scheduler(engine: Any) -> Scheduler | None:
-    """The engine's scheduler if it is Scrapy's own (memory queues, ``len``), else None."""
-    slot = getattr(engine, "_slot", None)
-    scheduler = getattr(slot, "scheduler", None)
-    return scheduler if isinstance(scheduler, Scheduler) else None

@@ -364,8 +364,12 @@ class SubtreeJudge:
         return [(g.source, g.depth, g.priority, list(g.held)) for g in self._pending.values()]
 
     def keepers(self) -> dict[PageKey, str]:
-        """The page each waiting group's source duplicates, by source (``crawler.regroup``)."""
-        return {g.source: g.keeper for g in self._pending.values()}
+        """The page each waiting group's source duplicates, by source, for the groups another
+        run may judge again (``crawler.regroup``). Not a group with a sample waiting for its
+        counterpart's decision: that sample may have differed, and the group would have been
+        followed; judged again on other samples it could be dropped, so it is followed."""
+        unsure = {id(group) for waits in self._counterparts.values() for group, _ in waits}
+        return {g.source: g.keeper for key, g in self._pending.items() if key not in unsure}
 
     def close(self) -> None:
         self.stats.set_value("dedup/groups_waiting_at_close", len(self._pending))

@@ -323,3 +323,25 @@ def test_malformed_groups_are_not_groups() -> None:
     assert has_group(Request("http://a.test/1", meta={LIKELY_DUPLICATE_META: good}))
     for bad in ({**good, "keeper": ""}, {**good, "depth": "1"}, {**good, "priority": None}, True):
         assert not has_group(Request("http://a.test/1", meta={LIKELY_DUPLICATE_META: bad}))
+
+
+class GroupUnsure(GroupWaiting):
+    """A group judge that keeps a group out of its keepers (a sample waits on its counterpart:
+    the group may have to be followed)."""
+
+    def keepers(self) -> dict[PageKey, str]:
+        return {}
+
+
+def test_a_group_its_judge_leaves_out_of_its_keepers_is_followed_by_the_taker() -> None:
+    store, first = _left_by_a_stopped_run(GroupUnsure(), 2)
+    urls = ["http://a.test/8", "http://a.test/9"]
+    assert all(first.session.links._seen().contains_many(urls))  # claimed, as before
+    second = Plugin()
+    links = second.session.links
+    links.sharing = WorkSharing(store, "second run")
+    links.judge = judge = GroupWaiting()  # type: ignore[assignment]
+    scheduler = DecisionScheduler(second.crawler, second.session)
+    assert links.take_shared()
+    _idle_until(scheduler, lambda: bool(second.engine.crawled))
+    assert sorted(r.url for r in second.engine.crawled) == urls and judge.judged == []

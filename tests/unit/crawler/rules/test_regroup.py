@@ -75,3 +75,22 @@ def test_the_taking_run_drops_the_group_on_its_own_evidence_without_a_new_sample
     # Dropped: every member not fetched as run 2's sample (those are dropped too: no cost).
     assert {h.url for h in judgement.drop} >= {r.url for r in left} - set(samples)
     assert stats.values["dedup/groups_suppressed"] == 2
+
+
+def test_a_group_whose_sample_waits_for_its_counterpart_is_not_judged_again() -> None:
+    """A sample decided before its counterpart may turn out to differ, and the group would
+    then be followed: judged again by another run on other samples it could be dropped, and
+    its pages lost. Such a group is followed instead (no keeper: not handed over as a group)."""
+    stats = Stats()
+    rules = CrawlRules(SharedRules(MemoryRuleStore()), stats, str, lambda p: None)
+    judge = SubtreeJudge(rules, Links(), lambda urls: [True] * len(urls), stats, 60.0, Clock())
+    rules.observe([decision(f"{D}/r/1.0/")])  # its chapters only scheduled
+    rules.observe([decision(f"{D}/r/2.0/", f"{D}/r/1.0/")])
+    page = DecidedPage(
+        PageKey(f"{D}/r/2.0/", 1.0), 1, tuple(CHAPTERS), decision(f"{D}/r/2.0/", f"{D}/r/1.0/"),
+        tuple(Held(url, url) for url in CHAPTERS),
+    )  # fmt: skip
+    samples = [held.url for held in judge.judge(page).follow]
+    assert list(judge.keepers()) == [page.key]
+    rules.observe([decision(samples[0])])  # new, for now: its counterpart is still queued
+    assert judge.waiting == 1 and judge.keepers() == {}
