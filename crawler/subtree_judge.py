@@ -369,7 +369,9 @@ class SubtreeJudge:
         counterpart's decision: that sample may have differed, and the group would have been
         followed; judged again on other samples it could be dropped, so it is followed."""
         unsure = {id(group) for waits in self._counterparts.values() for group, _ in waits}
-        return {g.source: g.keeper for key, g in self._pending.items() if key not in unsure}
+        # By source page, as the groups are handed over: one unsure group keeps its page out.
+        doubtful = {g.source for key, g in self._pending.items() if key in unsure}
+        return {g.source: g.keeper for g in self._pending.values() if g.source not in doubtful}
 
     def close(self) -> None:
         self.stats.set_value("dedup/groups_waiting_at_close", len(self._pending))
