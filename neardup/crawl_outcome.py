@@ -150,8 +150,8 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
         lines.append(
             f"stopped before the end: {left} requests left for a later run of crawl "
             f"{stats.get('crawl_id', '')!r} ({n('dedup/undecided_left_to_the_crawl')} of them "
-            f"undecided; {n('dedup/stop_grace_decided')} pages decided while stopping); the "
-            "same command with NEARDUP_REDIS_URL (neardup up) takes them up"
+            f"undecided; {n('dedup/decisions_applied_while_stopping')} decisions applied while "
+            "stopping); the same command with NEARDUP_REDIS_URL (neardup up) takes them up"
         )
     if n("dedup/seen_at_start"):
         lines.append(

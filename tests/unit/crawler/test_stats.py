@@ -113,3 +113,16 @@ def test_a_crawl_whose_fetches_failed_says_how_many_a_later_run_tries_again() ->
     assert "fetches failed for a passing reason after Scrapy's retries" in text
     assert ": 3; 2 kept for a later run of crawl 'c1'" in text
     assert "fetches failed" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
+
+
+def test_a_stopped_crawls_outcome_says_what_it_left_for_a_later_run() -> None:
+    stats = {
+        "crawl_id": "docs",
+        "dedup/requests_left_to_the_crawl": 40,
+        "dedup/undecided_left_to_the_crawl": 2,
+        "dedup/decisions_applied_while_stopping": 7,
+    }
+    [line] = [x for x in outcome_lines(stats, []) if x.startswith("stopped before the end")]
+    assert "42 requests left for a later run of crawl 'docs'" in line
+    assert "2 of them undecided; 7 decisions applied while stopping" in line
+    assert not [x for x in outcome_lines({"dedup/pages_fetched": 3}, []) if "stopped" in x]
