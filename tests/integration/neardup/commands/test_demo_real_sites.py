@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,8 @@ SHOP = FIXTURES / "shop.tar.xz"
 HELD_OUT_SECOND = FIXTURES / "holdout2-urllib3-packaging.tar.xz"
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 STATS_FILES = ("crawl-stats.json", "crawl-stats-1.json")  # the spiders of ``--crawlers 2``
+#: The spider's stats that say where a page budget went.
+_BUDGET_KEYS = re.compile(r"finish_reason|budget|fail|refused|cancel|waiting|pages_fetched|errors")
 
 
 def _unpack(into: Path, fixture: Path = FIXTURE) -> Path:
@@ -138,16 +141,21 @@ def test_a_crawl_with_a_budget_stops_at_it_and_is_scored_against_breadth_first(
 ) -> None:
     sites = _unpack(tmp_path / "sites")
     figures = _crawl(sites, tmp_path / "demo", "--max-pages", "50")
+    # Shown if it fails (once in CI under load, 29 Nov: 48 fetched, 12 missed; not reproduced
+    # in 12 runs by hand, with and without CPU burners): where the budget went.
+    stats = json.loads((tmp_path / "demo" / "state" / STATS_FILES[0]).read_text())
+    figures = {**figures, "spider": {k: v for k, v in stats.items() if _BUDGET_KEYS.search(k)}}
+    shown = json.dumps(figures, sort_keys=True, default=str)  # a string: shown whole
     # 50 released links and the two seeds at most, against the whole site (146 pages, 56
     # distinct contents): 50 fetches can miss no fewer than 6. A breadth-first crawl of every
     # link stopped after as many fetches misses 73. Before a release's copies waited for the
     # idle moment (crawler.rules.likely), which unique pages the budget bought depended on
     # which decisions came first: measured (28 Nov) 16 / 16 / 40 / 16 missed quiet, 16 / 70 /
     # 69 with two CPU burners; since (29 Nov), 6 in 9 crawls of 9, 3 of them with burners.
-    assert 40 <= figures["fetched"] <= 52 and figures["full_fetches"] == 146, figures
-    assert 0 < figures["unique_missed"] <= 10 and figures["coverage"] < 1.0, figures
-    assert figures["duplicates_fetched"] <= 4, figures
-    assert figures["breadth_first_lost"] >= 60, figures
+    assert 40 <= figures["fetched"] <= 52 and figures["full_fetches"] == 146, shown
+    assert 0 < figures["unique_missed"] <= 10 and figures["coverage"] < 1.0, shown
+    assert figures["duplicates_fetched"] <= 4, shown
+    assert figures["breadth_first_lost"] >= 60, shown
 
 
 @pytest.mark.timeout(600)
