@@ -151,7 +151,9 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
             f"stopped before the end: {left} requests left for a later run of crawl "
             f"{stats.get('crawl_id', '')!r} ({n('dedup/undecided_left_to_the_crawl')} of them "
             f"undecided; {n('dedup/decisions_applied_while_stopping')} decisions applied while "
-            "stopping); the same command with NEARDUP_REDIS_URL (neardup up) takes them up"
+            "stopping): a run of the same crawl id against the same Redis takes them up (the "
+            "embedded stack's goes with the command: resuming needs NEARDUP_REDIS_URL, e.g. "
+            "from neardup up)"
         )
     if n("dedup/seen_at_start"):
         lines.append(

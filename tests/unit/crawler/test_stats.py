@@ -125,4 +125,5 @@ def test_a_stopped_crawls_outcome_says_what_it_left_for_a_later_run() -> None:
     [line] = [x for x in outcome_lines(stats, []) if x.startswith("stopped before the end")]
     assert "42 requests left for a later run of crawl 'docs'" in line
     assert "2 of them undecided; 7 decisions applied while stopping" in line
+    assert "resuming needs NEARDUP_REDIS_URL" in line  # the embedded Redis is gone with it
     assert not [x for x in outcome_lines({"dedup/pages_fetched": 3}, []) if "stopped" in x]
