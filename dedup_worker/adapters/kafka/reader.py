@@ -191,11 +191,16 @@ class TopicReader:
     def close(self) -> None:
         """Stop reading; a reader of generations first lets every one go (its markers would
         keep them from deletion for the rest of the stack's life: ``neardup up``)."""
-        if self._generations is not None:
+        generations, self._generations = self._generations, None
+        if generations is not None:
             try:
-                self._generations.let_go_all()
+                generations.let_go_all()
             except NeardupError as exc:
                 logger.warning("generations of %s not released: %s", self.topic, exc)
+        # Dropped, its admin client closes its connections now (librdkafka's AdminClient has
+        # no close): kept alive by a reference cycle of the reader's owner, it held the
+        # embedded broker's shutdown for its 5 s timeout at the end of every neardup crawl.
+        del generations
         with kafka_errors(f"closing the reader of {self.topic}"):
             self._consumer.close()
 
