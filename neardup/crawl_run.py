@@ -4,8 +4,9 @@ One run owns everything it starts and stops all of it, in this order, also on Ct
 the embedded stack (only when no ``NEARDUP_KAFKA_BOOTSTRAP``/``NEARDUP_REDIS_URL`` is set), the
 topics, a decisions recorder (positioned at the topic's end *before* the crawl, so only this
 run's decisions land in ``--out``), N ``dedup-worker`` processes and the spider (``scrapy crawl
-neardup``). The spider closes when no decision is owed; the recorder then drains to the
-topic's end and the workers are stopped with SIGTERM (they finish their batch and commit).
+neardup``). The spider closes when no decision is owed; the workers are then stopped with
+SIGTERM (they finish their batch and commit), and the recorder drains to the topic's end, so
+``--out`` also holds what they decided after the spiders exited.
 On Ctrl-C the spiders get SIGINT first and close (handing what they owe to the crawl's shared
 list) while the workers still decide their last pages; then the same.
 
@@ -154,6 +155,7 @@ class CrawlRun:
     def __init__(self, options: CrawlOptions) -> None:
         self.options = options
         self.children: list[subprocess.Popen[bytes]] = []
+        self.spiders: list[subprocess.Popen[bytes]] = []
         self.tally = Tally()
         self.started = time.monotonic()
         self.stats: dict[str, object] = {}
@@ -196,6 +198,9 @@ class CrawlRun:
                     self.children.append(self._spawn(_WORKER_ARGV, worker_env, f"worker-{number}"))
                 spiders = [self._spawn_spider(env, n) for n in range(self.options.crawlers)]
                 code = self._wait_or_stop(spiders)
+                # The workers may still be deciding pages the spiders published as they
+                # stopped: stopped first, every decision they make is on the topic to drain.
+                self._stop_children(workers_only=True)
                 recorder.drain()
             finally:  # before the file closes: the recorder writes to it
                 recorder.thread.stop()
@@ -233,6 +238,7 @@ class CrawlRun:
         name = "spider" if number == 0 else f"spider-{number}"
         spider = self._spawn(self._spider_argv(), spider_env, name)
         self.children.append(spider)
+        self.spiders.append(spider)
         return spider
 
     def _stats_file(self, number: int) -> Path:
@@ -348,17 +354,20 @@ class CrawlRun:
             f"{self.tally.suppressed_links()} outlinks suppressed"
         )
 
-    def _stop_children(self) -> None:
-        for child in self.children:
+    def _stop_children(self, workers_only: bool = False) -> None:
+        """SIGTERM, and SIGKILL after 15 s, to every child (or to the workers only: a worker
+        finishes and commits its batch, then leaves its group)."""
+        stopping = [c for c in self.children if not (workers_only and c in self.spiders)]
+        for child in stopping:
             _signal_group(child, signal.SIGTERM)
         deadline = time.monotonic() + 15
-        for child in self.children:
+        for child in stopping:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 _signal_group(child, signal.SIGKILL)
                 child.wait(timeout=5)
-        self.children.clear()
+        self.children = [c for c in self.children if c not in stopping]
 
     def _summary(self, code: int) -> None:
         elapsed = time.monotonic() - self.started

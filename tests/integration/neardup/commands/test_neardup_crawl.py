@@ -25,6 +25,7 @@ from dedup_worker.contract.reading import fold_decisions
 from neardup.demo.manifest import manifest
 from neardup.demo.planted import build_site
 from neardup.demo.server import SiteServer
+from tests.support.crawl_helpers import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -142,6 +143,46 @@ def test_ctrl_c_mid_crawl_leaves_no_page_undecided(site: SiteServer, tmp_path: P
     spider closes (``NEARDUP_STOP_GRACE``, long here for a busy machine; the wait ends when
     every page is decided), so its links are left judged, none undecided by a missing page."""
     env = {**_clean_env(), "NEARDUP_STOP_GRACE": "60"}
+    output = _interrupted(site, tmp_path, env, decisions=20)
+    assert "Traceback" not in output, output[-3000:]
+    stats = json.loads((tmp_path / "state" / "crawl-stats.json").read_text())
+    assert stats["finish_reason"] == "shutdown"
+    assert stats["dedup/outstanding_at_close"] == 0, stats
+
+
+def test_ctrl_c_records_every_decision_the_workers_make(
+    site: SiteServer, tmp_path: Path, kafka_broker: object, redis_server: object
+) -> None:
+    """``--out`` holds every decision of the run, those the workers make after the spider
+    stopped too: the workers stop before the recorder drains. Here the spider does not wait
+    for its last decisions (``NEARDUP_STOP_GRACE=0``) and the worker decides every 2 s at most
+    (``NEARDUP_BATCH_INTERVAL_MS``), so the pages the spider published as it stopped are
+    decided after it exited."""
+    run = f"ctrl-c-out-{time.time_ns()}"
+    env = {
+        **_clean_env(),
+        "NEARDUP_KAFKA_BOOTSTRAP": kafka_broker.bootstrap,  # type: ignore[attr-defined]
+        "NEARDUP_REDIS_URL": redis_server.url,  # type: ignore[attr-defined]
+        "NEARDUP_CRAWL_ID": run,
+        "NEARDUP_INDEX_NAMESPACE": run,
+        "NEARDUP_PAGES_TOPIC": f"{run}-pages",
+        "NEARDUP_DECISIONS_TOPIC": f"{run}-decisions",
+        "NEARDUP_DLQ_TOPIC": f"{run}-dlq",
+        "NEARDUP_STOP_GRACE": "0",
+        "NEARDUP_BATCH_INTERVAL_MS": "2000",
+    }
+    _interrupted(site, tmp_path, env, decisions=10)
+    recorded = [line for line in (tmp_path / "d.jsonl").read_bytes().splitlines() if line]
+    on_topic = [r.value for r in read_topic(kafka_broker.bootstrap, f"{run}-decisions")]  # type: ignore[attr-defined]
+    assert len(on_topic) > 10
+    missing = [v for v in on_topic if v not in set(recorded)]
+    assert not missing, f"{len(missing)} of {len(on_topic)} decisions not in --out"
+    assert len(recorded) == len(on_topic)
+
+
+def _interrupted(site: SiteServer, tmp_path: Path, env: dict[str, str], decisions: int) -> str:
+    """``neardup crawl`` (one worker, ``--out tmp_path/d.jsonl``) sent SIGINT once it has
+    recorded ``decisions`` decisions; its output, after asserting it exited 130."""
     out = tmp_path / "d.jsonl"
     proc = subprocess.Popen(
         [str(NEARDUP), "crawl", manifest(site)["seeds"]["main"], "--workers", "1",
@@ -150,17 +191,14 @@ def test_ctrl_c_mid_crawl_leaves_no_page_undecided(site: SiteServer, tmp_path: P
     )  # fmt: skip
     deadline = time.monotonic() + 180
     while proc.poll() is None and time.monotonic() < deadline:
-        if out.exists() and out.read_bytes().count(b"\n") >= 20:
+        if out.exists() and out.read_bytes().count(b"\n") >= decisions:
             break
         time.sleep(0.1)
     assert proc.poll() is None, "the crawl should still be running"
     proc.send_signal(signal.SIGINT)
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
-    stats = json.loads((tmp_path / "state" / "crawl-stats.json").read_text())
-    assert stats["finish_reason"] == "shutdown"
-    assert stats["dedup/outstanding_at_close"] == 0, stats
+    return output
 
 
 def test_crawl_uses_the_services_named_by_the_environment(
