@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,31 @@ def failure(stats: Mapping[str, Any]) -> str | None:
 
 def exit_code(spider_code: int, stats: Mapping[str, Any]) -> int:
     """``neardup crawl``'s exit code: the spider's, or 1 when it closed for a failure
-    (Scrapy exits 0 whatever the close reason, so a script could not tell otherwise)."""
+    (Scrapy exits 0 whatever the close reason, so a script could not tell otherwise); a
+    spider killed by signal N gives 128 + N, as a shell does."""
+    if spider_code < 0:
+        return 128 - spider_code
     if spider_code == 0 and failure(stats) is not None:
         return 1
     return spider_code
+
+
+def killed_line(spider_code: int, crawl_id: str | None) -> str | None:
+    """What a spider killed by a signal (``spider_code`` < 0) leaves: its queue was in its
+    memory, and the crawl's seen set still has those links claimed."""
+    if spider_code >= 0:
+        return None
+    try:
+        name = signal.Signals(-spider_code).name
+    except ValueError:
+        name = f"signal {-spider_code}"
+    crawl = f"crawl {crawl_id!r}" if crawl_id else "the crawl (its id derived from the seeds)"
+    return (
+        f"a spider was killed by {name} (out of memory? see its log): the links it had queued "
+        f"stay claimed in {crawl}, and a later run of the same crawl id does not fetch them "
+        "(nor does a JOBDIR resume: Scrapy writes its queue's index as it closes); to fetch "
+        "what it missed, crawl again with a new --crawl-id"
+    )
 
 
 def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:

@@ -48,6 +48,7 @@ from neardup.crawl_outcome import (
     STATS_FILE,
     exit_code,
     failure,
+    killed_line,
     load_rules,
     merge_stats,
     outcome_lines,
@@ -205,9 +206,9 @@ class CrawlRun:
             finally:  # before the file closes: the recorder writes to it
                 recorder.thread.stop()
         self._collect(config, [self._stats_file(n) for n in range(self.options.crawlers)])
-        code = exit_code(code, self.stats)
-        self._summary(code)
-        return code
+        ended = exit_code(code, self.stats)
+        self._summary(ended, killed_line(code, self.options.crawl_id))
+        return ended
 
     def _wait_or_stop(self, spiders: list[subprocess.Popen[bytes]]) -> int:
         """``_wait``; on Ctrl-C the spiders stop first while the workers still decide their
@@ -369,11 +370,11 @@ class CrawlRun:
                 child.wait(timeout=5)
         self.children = [c for c in self.children if c not in stopping]
 
-    def _summary(self, code: int) -> None:
+    def _summary(self, code: int, killed: str | None = None) -> None:
         elapsed = time.monotonic() - self.started
         outcome = {0: "finished", STOPPED: "stopped"}.get(code, f"ended with code {code}")
         print(f"\nneardup crawl {outcome} in {elapsed:.1f}s")
-        reason = failure(self.stats)
+        reason = killed or failure(self.stats)
         if reason is not None:
             print(f"neardup crawl: error: {reason}", file=sys.stderr, flush=True)
         with self.tally.lock:

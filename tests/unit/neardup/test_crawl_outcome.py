@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup.crawl_outcome import exit_code, failure, merge_stats
+from neardup.crawl_outcome import exit_code, failure, killed_line, merge_stats
 from neardup.crawl_run import PER_HOST_REQUESTS, CrawlOptions, CrawlRun, spiders_line
 
 
@@ -28,6 +28,20 @@ def test_the_spiders_own_failure_is_kept() -> None:
     assert exit_code(2, {"finish_reason": "dedup_stalled"}) == 2
     assert exit_code(1, {}) == 1
     assert exit_code(0, {}) == 0
+
+
+def test_a_killed_spider_exits_as_a_shell_says_and_the_summary_says_what_it_left() -> None:
+    """Killed (SIGKILL: out of memory), a spider writes no stats and hands nothing over: the
+    exit code is 137 (it was -9, which a shell shows as 247) and the summary says its queued
+    links stay claimed in the crawl, with what to do."""
+    assert exit_code(-9, {}) == 137
+    assert exit_code(-15, {"finish_reason": "dedup_stalled"}) == 143
+    line = killed_line(-9, "site-a")
+    assert line is not None
+    assert "killed by SIGKILL" in line and "'site-a'" in line and "--crawl-id" in line
+    assert "nor does a JOBDIR resume" in line  # measured: a resume after a kill fetched 0
+    assert "derived from the seeds" in (killed_line(-9, None) or "")
+    assert killed_line(0, "site-a") is None and killed_line(2, "site-a") is None
 
 
 def test_the_stats_of_several_spiders_add_up_and_a_failure_shows() -> None:

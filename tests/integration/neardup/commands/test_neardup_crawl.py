@@ -138,6 +138,31 @@ def test_ctrl_c_stops_every_process(site: SiteServer, tmp_path: Path) -> None:
     assert "neardup crawl stopped in" in output and "total" in output
 
 
+def test_a_killed_spider_is_named_with_what_it_left(site: SiteServer, tmp_path: Path) -> None:
+    """A spider killed mid-crawl (SIGKILL, as the kernel kills a process out of memory) hands
+    nothing over: the crawl says so, with what to do, and exits 137 (it exited 247 and said
+    only "ended with code -9"; a later run of the crawl id fetched nothing)."""
+    proc, seen = _run(["crawl", manifest(site)["seeds"]["main"], "--workers", "1"], tmp_path)
+    spider = None
+    deadline = time.monotonic() + 120
+    while spider is None and proc.poll() is None and time.monotonic() < deadline:
+        _watch(proc, seen, time.monotonic() + 0.5)
+        spider = next((p for p in seen if "scrapy" in " ".join(_cmdline(p))), None)
+    assert spider is not None and proc.poll() is None, "the spider should be running"
+    spider.kill()
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 137, output[-3000:]
+    assert "a spider was killed by SIGKILL" in output, output[-3000:]
+    assert "crawl again with a new --crawl-id" in output
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone meanwhile
+        return []
+
+
 def test_ctrl_c_mid_crawl_leaves_no_page_undecided(site: SiteServer, tmp_path: Path) -> None:
     """Stopped while pages await their decisions: the workers go on deciding while the
     spider closes (``NEARDUP_STOP_GRACE``, long here for a busy machine; the wait ends when
