@@ -180,9 +180,10 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
     if n("dedup/seen_at_start"):
         lines.append(
             f"resumed crawl {stats.get('crawl_id', '')!r}: {n('dedup/seen_at_start')} URLs were "
-            "seen before this run and were not fetched again; to crawl the site again, give a "
-            "new --crawl-id (NEARDUP_CRAWL_ID): a new crawl against the same index, which "
-            "finds what changed"
+            "claimed before this run (fetched, or queued by a process of the crawl: one that "
+            "was killed left its queue claimed) and were not fetched again; to crawl the site "
+            "again, give a new --crawl-id (NEARDUP_CRAWL_ID): a new crawl against the same "
+            "index, which finds what changed"
         )
     shown = [row for row in rules if row.state != "candidate"]
     if shown:
