@@ -59,7 +59,7 @@ from crawler.links_left import LinksLeft
 from crawler.links_out import LINK_META, Want
 from crawler.scope import Scope
 from crawler.seen import CrawlSeen, past_the_filter
-from crawler.sharing import WorkSharing
+from crawler.sharing import WorkSharing, encode_request
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
@@ -177,6 +177,8 @@ class LinkScheduler(LinksLeft):
         if outcome.action in (Action.FOREIGN, Action.DUPLICATE, Action.WAITING):
             return
         assert decision is not None
+        # Its outlinks are claimed (journaled) with this poll's claim, which settles the page.
+        self._seen().settle(decision.url)
         self.last_progress = time.monotonic()
         dedup_stats.count_verdict(self.stats, decision)
         key = PageKey(decision.url, decision.fetched_at)
@@ -279,8 +281,19 @@ class LinkScheduler(LinksLeft):
         (``dont_filter``) are claimed by nobody and always fresh."""
         filtered = [r for r in requests if not r.dont_filter]
         seen = self._seen()
-        answers = iter(seen.claim([seen.fingerprint(r.url, r.method, r.body) for r in filtered]))
+        fps = [seen.fingerprint(r.url, r.method, r.body) for r in filtered]
+        answers = iter(seen.claim(fps, self._journaled(fps, filtered)))
         return [True if r.dont_filter else next(answers) for r in requests]
+
+    def _journaled(self, fps: list[bytes], requests: list[Any]) -> dict[bytes, bytes] | None:
+        """The requests as the crawl's journal keeps them, when this process journals (see
+        ``crawler.sharing``): what a killed process's journal gives back to the crawl."""
+        if self.sharing is None or self.sharing.fingerprint is None:
+            return None
+        seen, spider = self._seen(), self.crawler.spider
+        fresh = [(fp, r) for fp, r in zip(fps, requests, strict=True) if not seen.knows(fp)]
+        encoded = ((fp, encode_request(r, spider)) for fp, r in fresh)
+        return {fp: raw for fp, raw in encoded if raw is not None}
 
     def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:
         """Requests not followed (in scope: counted as saved if nobody fetches them) and
@@ -304,14 +317,15 @@ class LinkScheduler(LinksLeft):
             self.stats.inc_value("dedup/requests_fetched_ahead_already")
             raise IgnoreRequest(f"fetched ahead of its turn already: {request}")
         if self.ledger.start_fetch(request.url):
-            seen.sent(request.url, request.method, request.body)
             # A gate written before admit_fetch existed only had admit: it admits every fetch.
             admit_fetch = getattr(self.gate, "admit_fetch", None)
             reason = admit_fetch(url) if admit_fetch is not None else None
-            if reason == HOLD:  # the gate sends it out again (release_paced)
-                self._paced[url] = request
+            if reason == HOLD:  # the gate sends it out again (release_paced); till then it
+                self._paced[url] = request  # stays in flight, and in this process's journal
                 raise IgnoreRequest(f"held back for a while: {request}")
+            seen.sent(request.url, request.method, request.body)
             if reason is not None:  # stays claimed: skipped for the whole crawl
+                seen.settle(request.url, request.method, request.body)
                 self.stats.inc_value(f"dedup/requests_skipped/{reason}")
                 self.stats.inc_value("dedup/requests_skipped_before_fetch")
                 self.keep_skipped(url, request, claimed=True)

@@ -40,6 +40,7 @@ from crawler import stats as dedup_stats
 from crawler.frontier import ResumeState
 from crawler.resuming import RESUME_FILE, Resuming
 from crawler.rules_setup import install_rules, uninstall_rules
+from crawler.seen_redis import RedisSeenStore
 from crawler.session import NeardupSession
 from crawler.sharing import BUSY, PEER_TIMEOUT
 from dedup_worker.adapters.kafka import DecisionFeed
@@ -137,6 +138,9 @@ class DecisionScheduler(Resuming):
         if sharing is None:
             return False
         try:
+            # What went out leaves this process's journal before it beats HUNGRY: a peer
+            # waits for a HUNGRY process whose journal holds requests (killed while idle).
+            self.session.seen().flush()
             shared = self.links.take_shared() or sharing.waits_for_peers(self.links.budget.room())
         except Exception:
             now = time.monotonic()
@@ -205,14 +209,25 @@ class DecisionScheduler(Resuming):
         sharing, self.links.sharing = self.links.sharing, None
         if sharing is None:
             return
+        if sharing.taken_from_killed:
+            self.stats.set_value("dedup/requests_taken_from_killed", sharing.taken_from_killed)
         try:
             sharing.flush()
-        except Exception:  # the crawl is over: what stays in the outbox stays claimed
-            logger.exception("handing the last requests over to the crawl failed")
+        except Exception:  # still in this process's journal (if it journals): a later run
+            logger.exception(  # takes them over once this process's beat ages out
+                "handing the last requests over to the crawl failed; this process stays in "
+                "the crawl's peer table, so a later run takes over what it owes"
+            )
+            sharing.store.close()
+            return
         try:
             sharing.leave()
         except Exception:  # peers see this process's beat age out
             logger.exception("leaving the crawl's peer table failed")
+            return
+        store = self.session.seen().store
+        if isinstance(store, RedisSeenStore):
+            store.end_journal()  # left whole: nothing for anyone to take over
 
     def _close_rules(self) -> None:
         installed, self.session.rules = self.session.rules, None

@@ -36,7 +36,7 @@ from crawler.urls import DEFAULT_DROP_PARAMS, canonicalize_url
 from dedup_worker.errors import ConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 FINGERPRINT_BYTES = 16
 
@@ -97,10 +97,22 @@ class SeenStore(Protocol):
     which stay in flight until ``done`` reports them sent; an item already claimed and still
     in flight is marked wanted elsewhere. ``release_unwanted``: un-claim a cancelled outlink
     unless it is so marked (True if un-claimed). ``remove``: un-claim, whatever the marks.
-    Every method is atomic with respect to the others, across every process sharing the store."""
+    Every method is atomic with respect to the others, across every process sharing the store.
+
+    ``claim_many``'s ``requests`` (fingerprint -> encoded request): what a store that journals
+    (Redis, once told where: ``RedisSeenStore.journal``) keeps for each outlink this call
+    claims, until ``settled`` reports it (its page decided: ``CrawlSeen.settle``); a crawl
+    takes a killed process's journal over (:mod:`crawler.sharing`). A store of one process
+    ignores both."""
 
     def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
-    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]: ...
+    def claim_many(
+        self,
+        fingerprints: Sequence[bytes],
+        done: Sequence[bytes],
+        requests: Mapping[bytes, bytes] | None = None,
+        settled: Sequence[bytes] = (),
+    ) -> list[bool]: ...
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
     def remove(self, fingerprint: bytes) -> None: ...
     def release_unwanted(self, fingerprint: bytes) -> bool: ...
@@ -127,8 +139,14 @@ class MemorySeenStore:
                 self._members.add(fp)
             return fresh
 
-    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
-        with self._lock:
+    def claim_many(
+        self,
+        fingerprints: Sequence[bytes],
+        done: Sequence[bytes],
+        requests: Mapping[bytes, bytes] | None = None,
+        settled: Sequence[bytes] = (),
+    ) -> list[bool]:
+        with self._lock:  # one process: nobody to take a journal over
             self._in_flight.difference_update(done)
             self._wanted.difference_update(done)
             fresh = self.add_many(fingerprints)
@@ -189,6 +207,7 @@ class CrawlSeen:
         self._known: set[bytes] = set()
         self._known_limit = known_limit
         self._sent: list[bytes] = []  # outlinks that went out, reported with the next claim
+        self._settled: list[bytes] = []  # requests out of the journal, reported likewise
 
     def fingerprint(self, url: str, method: str = "GET", body: bytes = b"") -> bytes:
         """:func:`url_fingerprint` under this crawl's ``NEARDUP_DROP_PARAMS``."""
@@ -198,14 +217,20 @@ class CrawlSeen:
         """Claim GET URLs for this process; True where nobody had claimed the URL before."""
         return self.claim([self.fingerprint(url) for url in urls])
 
-    def claim(self, fps: Sequence[bytes]) -> list[bool]:
-        """Claim request fingerprints (:func:`url_fingerprint`); as :meth:`claim_many`."""
+    def claim(
+        self, fps: Sequence[bytes], requests: Mapping[bytes, bytes] | None = None
+    ) -> list[bool]:
+        """Claim request fingerprints (:func:`url_fingerprint`); as :meth:`claim_many`.
+        ``requests``: the encoded request of a fingerprint, for a store that journals them."""
         unknown = list(dict.fromkeys(fp for fp in fps if fp not in self._known))
         sent, self._sent = self._sent, []
+        settled, self._settled = self._settled, []
         try:
-            answers = dict(zip(unknown, self.store.claim_many(unknown, sent), strict=True))
+            claimed = self.store.claim_many(unknown, sent, requests, settled)
+            answers = dict(zip(unknown, claimed, strict=True))
         except Exception:
             self._sent = sent + self._sent  # reported with the next claim (removing is idempotent)
+            self._settled = settled + self._settled
             raise
         self._preclaimed.update(fp for fp, new in answers.items() if new)
         self._remember(answers)
@@ -219,6 +244,10 @@ class CrawlSeen:
 
     def contains_many(self, urls: Sequence[str]) -> list[bool]:
         return self.store.contains_many([self.fingerprint(url) for url in urls])
+
+    def knows(self, fp: bytes) -> bool:
+        """Whether a claim of ``fp`` is answered here, without asking the store."""
+        return fp in self._known
 
     def known_claimed(self, url: str) -> bool:
         """True if this process learnt from a claim that the URL is claimed (no round trip;
@@ -242,9 +271,17 @@ class CrawlSeen:
         """A claimed outlink went out: it stops being in flight (with the next claim)."""
         self._sent.append(self.fingerprint(url, method, body))
 
+    def settle(self, url: str, method: str = "GET", body: bytes = b"") -> None:
+        """A request sent is settled: its page's decision came (its outlinks are claimed with
+        the same call that reports this), or it will never be a page. It leaves the journal
+        (with the next claim), where it stayed after it went out: a process killed before the
+        decision had those outlinks in memory only, and the page is fetched again."""
+        self._settled.append(self.fingerprint(url, method, body))
+
     def flush(self) -> None:
-        """Report the outlinks sent since the last claim (at the end of the crawl)."""
-        if self._sent:
+        """Report the outlinks sent and requests settled since the last claim (as the spider
+        goes idle, and at the end of the crawl)."""
+        if self._sent or self._settled:
             self.claim([])
 
     def release(self, url: str, method: str = "GET", body: bytes = b"") -> None:

@@ -26,7 +26,7 @@ from dedup_worker.adapters.redis_client import (
 from dedup_worker.errors import NeardupError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -38,23 +38,42 @@ logger = logging.getLogger(__name__)
 #: ARGV[3]   n
 #: ARGV[4..n+3]  fingerprints of outlinks that went out (they leave KEYS[3] and KEYS[4])
 #: ARGV[n+4..]   fingerprints to claim
+#: KEYS[5]   (optional) this process's journal (hash). Then ARGV[4] is s, the count of
+#:           fingerprints after the n sent ones whose requests are settled (a page whose
+#:           decision came, a request that will never be a page): they leave the journal;
+#:           and the fingerprints to claim are followed by as many requests, each journaled
+#:           under its fingerprint if this call claims it (an empty one is not)
 #:
 #: Returns per claim 1 if this call claimed it (now in flight), else 0; the fingerprint is
 #: marked wanted if it is still in flight.
 CLAIM_SCRIPT = (
     REPLAY_PRELUDE
     + """
-local seen, inflight, wanted = KEYS[2], KEYS[3], KEYS[4]
-local done = tonumber(ARGV[3])
-for i = 4, done + 3 do
+local seen, inflight, wanted, journal = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local done, settled, first = tonumber(ARGV[3]), 0, 4
+if journal then
+  settled, first = tonumber(ARGV[4]), 5
+end
+for i = first, first + done - 1 do
   redis.call('SREM', inflight, ARGV[i])
   redis.call('SREM', wanted, ARGV[i])
 end
+for i = first + done, first + done + settled - 1 do
+  redis.call('HDEL', journal, ARGV[i])
+end
+local start = first + done + settled
+local last = #ARGV
+if journal then
+  last = start - 1 + (#ARGV - start + 1) / 2
+end
 local out = {}
-for i = done + 4, #ARGV do
+for i = start, last do
   local fp = ARGV[i]
   if redis.call('SADD', seen, fp) == 1 then
     redis.call('SADD', inflight, fp)
+    if journal and #ARGV[i + last - start + 1] > 0 then
+      redis.call('HSET', journal, fp, ARGV[i + last - start + 1])
+    end
     out[#out + 1] = 1
   else
     if redis.call('SISMEMBER', inflight, fp) == 1 then
@@ -158,6 +177,8 @@ class RedisSeenStore:
         self._crawl_id = crawl_id
         self._replies = Replies(crawl_id)
         self._unanswered: list[_Unanswered] = []
+        self._journal: str | None = None
+        self._ended_journal: str | None = None
 
     @classmethod
     def from_url(
@@ -199,18 +220,51 @@ class RedisSeenStore:
     def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
         if not fingerprints:
             return []
-        return self._claiming(self._add, [self.key], [], fingerprints)
+        return self._claiming(self._add, [self.key], [], fingerprints, False)
 
-    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
-        if not fingerprints and not done:
+    def journal(self, key: str) -> None:
+        """Journal from now on, in the hash ``key``, each request this process claims with
+        :meth:`claim_many` until it goes out (a crawl takes a killed process's journal over)."""
+        self._journal = key
+
+    def end_journal(self) -> None:
+        """This process left the crawl with nothing owed: no more journal, and the one a
+        claim sent again as the store closes may write is deleted then."""
+        self._ended_journal, self._journal = self._journal, None
+
+    def claim_many(
+        self,
+        fingerprints: Sequence[bytes],
+        done: Sequence[bytes],
+        requests: Mapping[bytes, bytes] | None = None,
+        settled: Sequence[bytes] = (),
+    ) -> list[bool]:
+        if self._journal is None:
+            if not fingerprints and not done:
+                return []
+            head = [len(done), *done]
+            return self._claiming(self._claim, self._keys, head, fingerprints, bool(done))
+        if not fingerprints and not done and not settled:
             return []
-        return self._claiming(self._claim, self._keys, [len(done), *done], fingerprints)
+        keys = [*self._keys, self._journal]
+        journaled = requests or {}
+        return self._claiming(
+            self._claim, keys, [len(done), len(settled), *done, *settled], fingerprints,
+            bool(done or settled), lambda fresh: [journaled.get(fp, b"") for fp in fresh],
+        )  # fmt: skip
 
     def _claiming(
-        self, script: Any, keys: list[str], head: list[Any], fingerprints: Sequence[bytes]
+        self,
+        script: Any,
+        keys: list[str],
+        head: list[Any],
+        fingerprints: Sequence[bytes],
+        reports: bool,
+        tail: Callable[[list[bytes]], list[bytes]] | None = None,
     ) -> list[bool]:
         """Per fingerprint, whether this process claimed it. ``head``: the script's arguments
-        before the fingerprints.
+        before the fingerprints, ``tail`` (of the fingerprints sent) those after them;
+        ``reports``: the call has reports to make even with no fingerprint.
 
         A call whose connection failed may have run. When one of its fingerprints is asked
         again (the link scheduler claims a failed poll's links at the next poll; a later link
@@ -221,7 +275,9 @@ class RedisSeenStore:
         with translated(self.url):
             earlier, resent = self._resend(set(fingerprints))
             fresh = [fp for fp in fingerprints if fp not in earlier]
-            sent = self._send(script, keys, [*head, *fresh], fresh) if fresh or head[1:] else []
+            after = tail(fresh) if tail is not None else []
+            args = [*head, *fresh, *after]
+            sent = self._send(script, keys, args, fresh) if fresh or reports else []
             self._settle(resent, set(fingerprints))
         replies = iter(sent)
         from_earlier = set(earlier)
@@ -316,6 +372,8 @@ class RedisSeenStore:
         try:
             with translated(self.url):
                 self._settle(self._resend(set(), every=True)[1], set())
+                if self._ended_journal is not None:
+                    self._client.delete(self._ended_journal)
         except NeardupError as exc:
             logger.warning("claims of %d failed calls may stay: %s", len(self._unanswered), exc)
         finally:

@@ -31,7 +31,7 @@ from crawler.links import LinkScheduler
 from crawler.seen import CrawlSeen, MemorySeenStore, SeenStore
 from crawler.seen_redis import RedisSeenStore
 from crawler.sharing import WorkSharing
-from crawler.sharing_redis import RedisPeerStore
+from crawler.sharing_redis import RedisPeerStore, journal_key
 from dedup_worker.contract.messages import Page
 from dedup_worker.contract.predictions import PredictedDuplicate
 
@@ -145,7 +145,21 @@ class NeardupSession:
         store = RedisPeerStore.from_url(
             config.redis_url, self.crawl_id(), config.redis_security, cluster=config.redis_cluster
         )
-        self.links.sharing = WorkSharing(store)
+        seen = self.seen()
+        # The requests this process claims are journaled in Redis, for the crawl to take over
+        # if it is killed; not with JOBDIR, whose resume sends its queue itself (taken over
+        # too, they would be fetched twice).
+        journaling = isinstance(seen.store, RedisSeenStore) and not self.crawler.settings.get(
+            "JOBDIR"
+        )
+        self.links.sharing = WorkSharing(
+            store,
+            fingerprint=(lambda r: seen.fingerprint(r.url, r.method, r.body))
+            if journaling
+            else None,
+        )
+        if isinstance(seen.store, RedisSeenStore) and journaling:
+            seen.store.journal(journal_key(self.crawl_id(), self.links.sharing.token))
         return self.links.sharing
 
     # ---- wiring -----------------------------------------------------------------------------

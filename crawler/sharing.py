@@ -43,7 +43,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,8 +55,12 @@ BUSY = "busy"
 HUNGRY = "hungry"
 #: Seconds between two beats of a process (its view of its peers is as old).
 BEAT_EVERY = 1.0
-#: A peer whose last beat is older is gone (killed): nobody waits for it.
+#: A peer whose last beat is older is gone (killed): nobody waits for it, and what its journal
+#: holds goes to the shared list.
 PEER_TIMEOUT = 30.0
+#: A peer whose last beat is older has missed beats: maybe killed (a live one beats every
+#: ``BEAT_EVERY`` while busy, and at every look while idle).
+SILENT_AFTER = 3 * BEAT_EVERY
 #: Requests a process keeps queued for itself before it hands links to a hungry peer.
 KEEP_LOCAL = 16
 #: Requests an idle process takes from the shared list at once.
@@ -90,6 +94,21 @@ class PeerStore(Protocol):
         """Take up to ``count`` requests from the front of the shared list (atomically: two
         processes never take the same one)."""
 
+    def take_over(self, token: str, timeout: float) -> int:
+        """If ``token`` has not beaten for ``timeout`` seconds (checked again, atomically): the
+        requests of its journal still in flight go to the shared list, its journal and its row
+        go; how many went (-1: it is alive)."""
+
+    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
+        """Out of ``token``'s journal: requests handed over (the shared list holds them)."""
+
+    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
+        """Into ``token``'s journal: requests it took from the shared list (fingerprint ->
+        request), until they go out."""
+
+    def owes(self, token: str) -> int:
+        """How many requests ``token``'s journal holds."""
+
     def close(self) -> None: ...
 
 
@@ -115,6 +134,23 @@ class MemoryPeerStore:
     def pop(self, count: int) -> list[bytes]:
         return [self.shared.popleft() for _ in range(min(count, len(self.shared)))]
 
+    def take_over(self, token: str, timeout: float) -> int:
+        """No journals in memory (nobody claims for a process here but itself)."""
+        row = self.peers.get(token)
+        if row is None or self.clock() - row[1] <= timeout:
+            return -1
+        del self.peers[token]
+        return 0
+
+    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
+        pass
+
+    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
+        pass
+
+    def owes(self, token: str) -> int:
+        return 0
+
     def close(self) -> None:
         pass
 
@@ -132,10 +168,19 @@ class WorkSharing:
         store: PeerStore,
         token: str | None = None,
         timer: Callable[[], float] = time.monotonic,
+        fingerprint: Callable[[Any], bytes] | None = None,
     ) -> None:
+        """``fingerprint``: a request's seen-set fingerprint, when this process journals the
+        requests it claims (its requests handed over leave the journal)."""
         self.store = store
         self.token = token or process_token()
         self.timer = timer  # this process's own intervals: no step back when the clock is set
+        self.fingerprint = fingerprint
+        self._outbox_fps: list[bytes] = []
+        self._beat_ok_at: float | None = None  # timer() of this process's last beat
+        self._takes_over_from = 0.0  # timer() from which it takes silent peers over
+        #: Requests of killed processes' journals this process moved to the shared list.
+        self.taken_from_killed = 0
         self.state = BUSY
         self._beaten_at: float | None = None
         self._peers: dict[str, Peer] = {}
@@ -154,12 +199,42 @@ class WorkSharing:
         """Record ``state`` (BUSY or HUNGRY) and refresh the view of the peers."""
         self.state, self._beaten_at = state, self.timer()
         self._looked_since_beat = False
+        table = self.store.beat(self.token, state)
+        # After a gap in this process's own beats as long (Redis out of reach for everyone),
+        # every row has aged: live peers would be taken for dead and their requests fetched
+        # twice. So it takes over only once it has beaten for PEER_TIMEOUT again, by when a
+        # live peer has beaten too.
+        now = self.timer()
+        if self._beat_ok_at is None:
+            self._takes_over_from = now
+        elif now - self._beat_ok_at > PEER_TIMEOUT:
+            self._takes_over_from = now + PEER_TIMEOUT
+        self._beat_ok_at = now
         self._peers = {
             token: peer
-            for token, peer in self.store.beat(self.token, state).items()
+            for token, peer in table.items()
             if token != self.token and peer.age <= PEER_TIMEOUT
         }
         self._may_give = GIVE_PER_BEAT * self.hungry_peers()
+        if now < self._takes_over_from or self.fingerprint is None:
+            return
+        for token, peer in table.items():
+            if token != self.token and peer.age > PEER_TIMEOUT:
+                self._take_over(token)
+
+    def _take_over(self, token: str) -> None:
+        """A process that stopped beating was killed (one that stops leaves the table): what
+        it had claimed and not sent goes to the shared list, for whichever process is idle."""
+        moved = self.store.take_over(token, PEER_TIMEOUT)
+        if moved > 0:
+            self.taken_from_killed += moved
+            self._found_empty_at = None
+            logger.warning(
+                "process %s of the crawl stopped beating (killed?): %d requests it had claimed "
+                "and not sent go to the crawl's shared list",
+                token,
+                moved,
+            )
 
     def hungry_peers(self) -> int:
         return sum(1 for peer in self._peers.values() if peer.state == HUNGRY)
@@ -167,6 +242,16 @@ class WorkSharing:
     def peers_busy(self) -> bool:
         """A peer beat BUSY lately: it may still hand links over."""
         return any(peer.state == BUSY for peer in self._peers.values())
+
+    def _peer_owes(self) -> bool:
+        """A peer that missed its beats and whose journal holds requests: killed (while idle,
+        its last beat HUNGRY) with requests claimed; its journal is taken over once its beat
+        ages out (``beat``), so wait for that. A live idle peer beats at every look: however
+        stale its journal, two idle processes never wait for each other."""
+        if self.fingerprint is None:
+            return False
+        silent = [token for token, peer in self._peers.items() if peer.age > SILENT_AFTER]
+        return any(self.store.owes(token) for token in silent)
 
     def leave(self) -> None:
         try:
@@ -189,6 +274,8 @@ class WorkSharing:
         if encoded is None:
             return False
         self._outbox.append(encoded)
+        if self.fingerprint is not None:
+            self._outbox_fps.append(self.fingerprint(request))
         self._may_give -= 1
         return True
 
@@ -203,7 +290,18 @@ class WorkSharing:
             except Exception:
                 self._outbox = out + self._outbox
                 raise
+        self._forget_handed()
         return len(out)
+
+    def _forget_handed(self) -> None:
+        """The requests pushed leave this process's journal. If that fails they stay in it:
+        taken over after a kill, such a request would be fetched twice, never lost."""
+        fps, self._outbox_fps = self._outbox_fps, []
+        try:
+            self.store.forget(self.token, fps)
+        except Exception as exc:
+            logger.warning("%d requests handed over stay in this process's journal: %s",
+                           len(fps), exc)  # fmt: skip
 
     # ---- taking -------------------------------------------------------------------------
 
@@ -219,13 +317,30 @@ class WorkSharing:
         self._found_empty_at = None if taken else now
         self._looked_since_beat = True
         requests = []
+        journaled: dict[bytes, bytes] = {}
         for raw in taken:
             try:
-                requests.append(decode_request(raw, spider))
+                request = decode_request(raw, spider)
             except Exception:  # one bad entry (another spider's version?) must not cost the rest
                 self.unreadable += 1
                 logger.exception("dropping a shared request this spider cannot read: %.200r", raw)
+                continue
+            requests.append(request)
+            if self.fingerprint is not None:
+                journaled[self.fingerprint(request)] = raw
+        self._remember_taken(journaled)
         return requests
+
+    def _remember_taken(self, journaled: dict[bytes, bytes]) -> None:
+        """What this process took is in its journal now, until it goes out. If that fails,
+        a kill before they go out would lose them: logged."""
+        if not journaled:
+            return
+        try:
+            self.store.remember(self.token, journaled)
+        except Exception as exc:
+            logger.warning("%d requests taken are not in this process's journal: %s",
+                           len(journaled), exc)  # fmt: skip
 
     def waits_for_peers(self, room: int | None) -> bool:
         """An idle process with nothing to take: whether it stays open, hungry, because a peer
@@ -238,7 +353,7 @@ class WorkSharing:
             return False
         if self.state != HUNGRY or self.due():
             self.beat(HUNGRY)
-        if self.peers_busy():
+        if self.peers_busy() or self._peer_owes():
             return True
         if not self._looked_since_beat:
             self._found_empty_at = None

@@ -12,11 +12,11 @@ reply lost) runs once: see :mod:`crawler.redis_replies`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, Replies
-from crawler.seen import check_crawl_id
+from crawler.seen import check_crawl_id, seen_key
 from crawler.sharing import Peer
 from dedup_worker.adapters.redis_client import (
     Client,
@@ -29,6 +29,46 @@ from dedup_worker.adapters.redis_client import (
 from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
+
+#: Take over a killed process's journal: the requests it claimed and had not sent, and those
+#: it sent whose page was not decided yet (their outlinks were in its memory only). Each one
+#: still claimed goes to the shared list, where any process of the crawl takes it.
+#:
+#: KEYS[1]   the crawl's peer table
+#: KEYS[2]   the shared list
+#: KEYS[3]   the dead process's journal (hash: fingerprint -> request)
+#: KEYS[4]   the crawl's seen set (an entry un-claimed since is left out)
+#: ARGV[1]   the dead process's token
+#: ARGV[2]   seconds without a beat after which a process is dead
+#:
+#: Checks the death again at the server's time (another process may have taken it over, or
+#: the process beat again); then moves the requests, deletes the journal and the process's
+#: row. Returns how many requests went to the shared list (-1: not dead, or not in the table:
+#: left, or taken over already; nothing done).
+TAKE_OVER_SCRIPT = """
+local row = redis.call('HGET', KEYS[1], ARGV[1])
+if not row then
+  return -1
+end
+local t = redis.call('TIME')
+local at = tonumber(string.match(row, ' (.*)$') or '')
+if at and t[1] + t[2] / 1e6 - at <= tonumber(ARGV[2]) then
+  return -1
+end
+local entries = redis.call('HGETALL', KEYS[3])
+local moved = {}
+for i = 1, #entries, 2 do
+  if redis.call('SISMEMBER', KEYS[4], entries[i]) == 1 then
+    moved[#moved + 1] = entries[i + 1]
+  end
+end
+for lo = 1, #moved, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(moved, lo, math.min(#moved, lo + 999)))
+end
+redis.call('DEL', KEYS[3])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return #moved
+"""
 
 #: Record a process's state at the server's time; every process's state and age.
 #:
@@ -94,6 +134,12 @@ def shared_key(crawl_id: str) -> str:
     return f"neardup:crawl:{{{crawl_id}}}:shared"
 
 
+def journal_key(crawl_id: str, token: str) -> str:
+    """A process's journal of the requests it claimed and has not sent (same hash tag)."""
+    check_crawl_id(crawl_id)
+    return f"neardup:crawl:{{{crawl_id}}}:owed:{token}"
+
+
 class RedisPeerStore:
     """The peer table and shared list of one crawl (see the module docstring)."""
 
@@ -101,8 +147,11 @@ class RedisPeerStore:
         check_binary(client)
         self._client = client
         self.url = describe(client)
+        self.crawl_id = crawl_id
         self.peers_key = peers_key(crawl_id)
         self.shared_key = shared_key(crawl_id)
+        self._seen_key = seen_key(crawl_id)
+        self._take_over = client.register_script(TAKE_OVER_SCRIPT)
         self._beat = client.register_script(BEAT_SCRIPT)
         self._push = client.register_script(PUSH_SCRIPT)
         self._pop = client.register_script(POP_SCRIPT)
@@ -131,8 +180,34 @@ class RedisPeerStore:
         return {_text(token): _peer(value, now) for token, value in pairs}
 
     def leave(self, token: str) -> None:
+        """Out of the table, and its journal gone: a process leaving has handed over, or
+        un-claimed, what it owed."""
         with translated(self.url):
-            self._client.hdel(self.peers_key, token)
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hdel(self.peers_key, token)
+            pipe.delete(journal_key(self.crawl_id, token))
+            pipe.execute()
+
+    def take_over(self, token: str, timeout: float) -> int:
+        with translated(self.url):
+            keys = [self.peers_key, self.shared_key, journal_key(self.crawl_id, token),
+                    self._seen_key]  # fmt: skip
+            return int(self._take_over(keys=keys, args=[token, timeout]))
+
+    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
+        if fingerprints:
+            with translated(self.url):
+                self._client.hdel(journal_key(self.crawl_id, token), *fingerprints)
+
+    def owes(self, token: str) -> int:
+        with translated(self.url):
+            return int(self._client.hlen(journal_key(self.crawl_id, token)))
+
+    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
+        if requests:
+            with translated(self.url):
+                fields = [value for pair in requests.items() for value in pair]
+                self._client.hset(journal_key(self.crawl_id, token), items=fields)
 
     def push(self, requests: Sequence[bytes]) -> None:
         """Append ``requests``, once each however often a call is sent again: a push that

@@ -104,8 +104,8 @@ def exit_code(spider_code: int, stats: Mapping[str, Any]) -> int:
 
 
 def killed_line(spider_code: int, crawl_id: str | None) -> str | None:
-    """What a spider killed by a signal (``spider_code`` < 0) leaves: its queue was in its
-    memory, and the crawl's seen set still has those links claimed."""
+    """What a spider killed by a signal (``spider_code`` < 0) leaves: what it owed is in its
+    journal in Redis, which the crawl takes over once its beat is ``PEER_TIMEOUT`` old."""
     if spider_code >= 0:
         return None
     try:
@@ -114,10 +114,11 @@ def killed_line(spider_code: int, crawl_id: str | None) -> str | None:
         name = f"signal {-spider_code}"
     crawl = f"crawl {crawl_id!r}" if crawl_id else "the crawl (its id derived from the seeds)"
     return (
-        f"a spider was killed by {name} (out of memory? see its log): the links it had queued "
-        f"stay claimed in {crawl}, and a later run of the same crawl id does not fetch them "
-        "(nor does a JOBDIR resume: Scrapy writes its queue's index as it closes); to fetch "
-        "what it missed, crawl again with a new --crawl-id"
+        f"a spider was killed by {name} (out of memory? see its log): what it owed {crawl} "
+        "stays in its journal in Redis, and once its beat is 30 s old a live spider of the "
+        "crawl, or the next run of the same crawl id against the same Redis, takes it over "
+        "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL; "
+        "a JOBDIR crawl keeps no journal, and Scrapy loses its queue on a kill)"
     )
 
 

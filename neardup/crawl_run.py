@@ -223,7 +223,8 @@ class CrawlRun:
         failed = next((s.returncode for s in spiders if s.poll() is not None and s.returncode), 0)
         print(
             "\nneardup crawl: stopping; the spiders hand what they owe over to a later run of "
-            "this crawl (Ctrl-C again stops at once, leaving what is not handed over yet claimed)",
+            "this crawl (Ctrl-C again stops at once: what is not handed over yet stays in their "
+            "journals, for a later run of the crawl against the same Redis)",
             file=sys.stderr,
             flush=True,
         )

@@ -15,8 +15,9 @@ import pytest
 from redis.crc import key_slot
 
 from crawler.seen import seen_key
+from crawler.seen_redis import RedisSeenStore
 from crawler.sharing import BUSY, HUNGRY, PEER_TIMEOUT, MemoryPeerStore, PeerStore
-from crawler.sharing_redis import RedisPeerStore, peers_key, shared_key
+from crawler.sharing_redis import RedisPeerStore, journal_key, peers_key, shared_key
 from neardup.stack import RedisCluster, RedisServer
 
 BACKENDS: list[Any] = [
@@ -110,6 +111,65 @@ def test_two_takers_never_take_the_same_request(process: Processes) -> None:
     assert sorted(everything) == sorted(f"r{i}".encode() for i in range(400))
 
 
+def test_a_process_that_beats_is_not_taken_over_and_one_that_stopped_is(
+    process: Processes,
+) -> None:
+    first, second = process("a"), process("a")
+    first.beat("p1", BUSY)
+    assert second.take_over("p1", PEER_TIMEOUT) == -1  # alive: nothing done
+    assert "p1" in second.beat("p2", BUSY)
+    time.sleep(0.3)
+    assert second.take_over("p1", 0.2) == 0  # dead: out of the table, nothing journaled
+    assert set(second.beat("p2", BUSY)) == {"p2"}
+    assert second.take_over("p1", 0.2) == -1  # not in the table: taken over already
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_a_killed_processs_journal_goes_to_the_shared_list(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """What a process claimed and had not settled (its journal, written by its claims: sent
+    or not, its page undecided) goes to the shared list when it stops beating: not what was
+    settled, handed over, un-claimed, or claimed by another process first."""
+    crawl = f"c{uuid.uuid4().hex[:8]}-journal"
+    if backend == "redis":
+        url, cluster = request.getfixturevalue("redis_server").url, False
+    else:
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
+    dead_seen = RedisSeenStore.from_url(url, crawl, cluster=cluster)
+    dead_seen.journal(journal_key(crawl, "dead"))
+    other_seen = RedisSeenStore.from_url(url, crawl, cluster=cluster)
+    dead, live = (RedisPeerStore.from_url(url, crawl, cluster=cluster) for _ in range(2))
+    try:
+        assert other_seen.claim_many([b"d"], []) == [True]
+        fresh = dead_seen.claim_many(
+            [b"a", b"b", b"c", b"d"], [], {b"a": b"ra", b"b": b"rb", b"c": b"rc", b"d": b"rd"}
+        )
+        assert fresh == [True, True, True, False]
+        dead.beat("dead", BUSY)
+        assert dead_seen.claim_many([], [b"a"]) == []  # a went out: its page not decided yet
+        assert dead_seen.claim_many([b"f"], [b"b"], {b"f": b"rf"}, [b"b"]) == [True]  # b was
+        dead.push([b"rc"])
+        dead.forget("dead", [b"c"])  # c handed over
+        dead_seen.remove(b"f")  # f un-claimed (cancelled): nobody's to fetch any more
+        live.remember("live", {b"e": b"re"})
+        assert (live.owes("dead"), live.owes("live")) == (2, 1)  # a, f; e
+        assert live.take_over("dead", PEER_TIMEOUT) == -1
+        time.sleep(0.3)
+        assert live.take_over("dead", 0.2) == 1
+        assert live.pop(10) == [b"rc", b"ra"]  # a fetched again: its outlinks were lost
+        assert set(live.beat("live", BUSY)) == {"live"}
+        assert live.owes("dead") == 0
+        assert live.take_over("dead", 0.2) == -1  # taken over once
+        live.leave("live")  # a process that leaves has no journal left
+        assert live.owes("live") == 0
+    finally:
+        for store in (dead, live, dead_seen, other_seen):
+            store.close()
+
+
 def test_a_crawls_keys_share_one_cluster_slot_with_its_seen_set() -> None:
-    slots = {key_slot(key.encode()) for key in (peers_key("x"), shared_key("x"), seen_key("x"))}
+    keys = (peers_key("x"), shared_key("x"), seen_key("x"), journal_key("x", "host:1:ab"))
+    slots = {key_slot(key.encode()) for key in keys}
     assert len(slots) == 1

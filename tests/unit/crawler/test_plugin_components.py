@@ -6,7 +6,7 @@ an extractor that raises, and the settings the components refuse to start withou
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -534,7 +534,13 @@ class ClaimFailsOnce(MemorySeenStore):
         super().__init__()
         self.fail = True
 
-    def claim_many(self, fingerprints: Sequence[bytes], done: Sequence[bytes]) -> list[bool]:
+    def claim_many(
+        self,
+        fingerprints: Sequence[bytes],
+        done: Sequence[bytes],
+        requests: Mapping[bytes, bytes] | None = None,
+        settled: Sequence[bytes] = (),
+    ) -> list[bool]:
         if self.fail:
             self.fail = False
             raise ConnectionError("Redis is restarting")

@@ -3,7 +3,7 @@ over, when an idle one waits for its peers or closes, and requests through the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from crawler.sharing import (
     KEEP_LOCAL,
     LOOK_EVERY,
     PEER_TIMEOUT,
+    SILENT_AFTER,
     TAKE_AT_ONCE,
     MemoryPeerStore,
     WorkSharing,
@@ -246,3 +247,100 @@ def test_a_process_beats_on_its_own_timer_and_ages_its_peers_by_the_stores_clock
     idle_timer.now += BEAT_EVERY
     assert _stays_open(idle)  # its beat shows nobody busy, after its look: one more look
     assert not _stays_open(idle)
+
+
+class JournalStore(MemoryPeerStore):
+    """Journals as Redis keeps them (every entry still in flight here)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.journals: dict[str, dict[bytes, bytes]] = {}
+
+    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
+        self.journals.setdefault(token, {}).update(requests)
+
+    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
+        for fp in fingerprints:
+            self.journals.get(token, {}).pop(fp, None)
+
+    def owes(self, token: str) -> int:
+        return len(self.journals.get(token, {}))
+
+    def take_over(self, token: str, timeout: float) -> int:
+        if super().take_over(token, timeout) < 0:
+            return -1
+        moved = list(self.journals.pop(token, {}).values())
+        self.push(moved)
+        return len(moved)
+
+
+def _journaling(store: JournalStore, token: str, clock: Clock) -> WorkSharing:
+    return WorkSharing(store, token, clock, fingerprint=lambda r: r.url.encode())
+
+
+def test_a_killed_processs_journal_goes_to_an_idle_peer_once_its_beat_ages_out() -> None:
+    """Killed while idle (its last beat HUNGRY) with requests claimed: an idle peer waits for
+    its beat to age out, then takes its journal over and fetches what it owed."""
+    clock, spider = Clock(), _spider()
+    store = JournalStore(clock)
+    killed, idle = _journaling(store, "killed", clock), _journaling(store, "idle", clock)
+    killed.beat(HUNGRY)
+    store.remember("killed", {b"x": encode_request(_request("http://a.test/owed"), spider) or b""})
+    idle.beat(HUNGRY)
+    clock.now += SILENT_AFTER + 1
+    assert _stays_open(idle) and _stays_open(idle)  # not for a HUNGRY peer, but a silent one
+    clock.now += PEER_TIMEOUT  # that owes
+    idle.beat(HUNGRY)
+    assert idle.taken_from_killed == 1 and store.owes("killed") == 0
+    assert [r.url for r in idle.take(None, spider)] == ["http://a.test/owed"]
+    assert store.owes("idle") == 1  # in the taker's journal now, until it goes out
+    assert not _stays_open(idle) or not _stays_open(idle)
+
+
+def test_requests_handed_over_leave_the_givers_journal() -> None:
+    clock, spider = Clock(), _spider()
+    store = JournalStore(clock)
+    busy, idle = _journaling(store, "busy", clock), _journaling(store, "idle", clock)
+    store.remember("busy", {b"http://a.test/1": b"r1", b"http://a.test/2": b"r2"})
+    idle.beat(HUNGRY)
+    busy.beat(BUSY)
+    assert busy.gives(queued=KEEP_LOCAL) and busy.hand_over(_request("http://a.test/1"), spider)
+    assert busy.flush() == 1
+    assert store.journals["busy"] == {b"http://a.test/2": b"r2"}
+    assert busy.taken_from_killed == 0 and idle.taken_from_killed == 0
+
+
+def test_two_idle_processes_with_stale_journals_do_not_wait_for_each_other() -> None:
+    """A live idle process beats at every look, so its peers never find it silent, whatever
+    its journal still holds (an entry un-claimed, refused on the way out, ...)."""
+    clock = Clock()
+    store = JournalStore(clock)
+    first, second = _journaling(store, "first", clock), _journaling(store, "second", clock)
+    store.remember("first", {b"a": b"ra"})
+    store.remember("second", {b"b": b"rb"})
+    first.beat(HUNGRY)
+    for _ in range(3):  # at the pace of their looks
+        clock.now += LOOK_EVERY
+        second_open, first_open = _stays_open(second), _stays_open(first)
+    assert not second_open and not first_open
+    assert first.taken_from_killed == second.taken_from_killed == 0
+
+
+def test_a_process_cut_off_as_long_as_its_peers_takes_none_of_them_over() -> None:
+    """Redis out of reach for everyone for longer than PEER_TIMEOUT: every row has aged, but
+    the peers are alive (their queues would be fetched twice)."""
+    clock = Clock()
+    store = JournalStore(clock)
+    first, second = _journaling(store, "first", clock), _journaling(store, "second", clock)
+    first.beat(BUSY)
+    second.beat(BUSY)
+    store.remember("first", {b"a": b"ra"})
+    clock.now += PEER_TIMEOUT + 5  # neither could beat meanwhile
+    second.beat(BUSY)
+    assert second.taken_from_killed == 0 and store.owes("first") == 1
+    clock.now += PEER_TIMEOUT - 1  # a live peer has beaten by now
+    second.beat(BUSY)
+    assert second.taken_from_killed == 0
+    clock.now += 2  # first is still silent (killed, say): now it is taken over
+    second.beat(BUSY)
+    assert second.taken_from_killed == 1 and store.owes("first") == 0

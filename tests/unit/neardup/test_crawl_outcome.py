@@ -32,14 +32,15 @@ def test_the_spiders_own_failure_is_kept() -> None:
 
 def test_a_killed_spider_exits_as_a_shell_says_and_the_summary_says_what_it_left() -> None:
     """Killed (SIGKILL: out of memory), a spider writes no stats and hands nothing over: the
-    exit code is 137 (it was -9, which a shell shows as 247) and the summary says its queued
-    links stay claimed in the crawl, with what to do."""
+    exit code is 137 (it was -9, which a shell shows as 247) and the summary says where what
+    it owed is (its journal) and who takes it over."""
     assert exit_code(-9, {}) == 137
     assert exit_code(-15, {"finish_reason": "dedup_stalled"}) == 143
     line = killed_line(-9, "site-a")
     assert line is not None
-    assert "killed by SIGKILL" in line and "'site-a'" in line and "--crawl-id" in line
-    assert "nor does a JOBDIR resume" in line  # measured: a resume after a kill fetched 0
+    assert "killed by SIGKILL" in line and "crawl 'site-a'" in line
+    assert "journal" in line and "next run of the same crawl id" in line
+    assert "NEARDUP_REDIS_URL" in line and "JOBDIR" in line
     assert "derived from the seeds" in (killed_line(-9, None) or "")
     assert killed_line(0, "site-a") is None and killed_line(2, "site-a") is None
 
