@@ -44,7 +44,8 @@ class SeenFilter:
         if request.meta.pop(CLAIMED_META, False):  # claimed by this crawl already: once
             seen.used(request.url, request.method, request.body)
             return False
-        return seen.request_seen(request.url, request.method, request.body)
+        journaled = self.session.links.journal_entry(request)
+        return seen.request_seen(request.url, request.method, request.body, journaled)
 
     def log(self, request: Any, spider: Any) -> None:
         if self.debug or not self._logged:

@@ -177,8 +177,6 @@ class LinkScheduler(LinksLeft):
         if outcome.action in (Action.FOREIGN, Action.DUPLICATE, Action.WAITING):
             return
         assert decision is not None
-        # Its outlinks are claimed (journaled) with this poll's claim, which settles the page.
-        self._seen().settle(decision.url)
         self.last_progress = time.monotonic()
         dedup_stats.count_verdict(self.stats, decision)
         key = PageKey(decision.url, decision.fetched_at)
@@ -198,6 +196,9 @@ class LinkScheduler(LinksLeft):
         """The judge's word on a decided page's requests: wanted (claimed with the poll's
         other links) or suppressed."""
         judgement = self.judge.judge(page)
+        if not self._holds(page.key):
+            # Its outlinks are claimed (journaled) with this poll's claim, which settles it.
+            self.settle_page(page.key)
         level = request_priority(page.decision.priority, self.config.priority_levels)
         for held in self.scope.keep(judgement.follow, page.depth + 1):
             self._want(wanted, held, page.key, level)
@@ -225,6 +226,16 @@ class LinkScheduler(LinksLeft):
         for item in self.scope.keep(held, depth + 1):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
+
+    def settle_page(self, source: PageKey) -> None:
+        """Page ``source`` leaves this process's journal with the next claim: its outlinks
+        are claimed (journaled), or dropped, or kept back by the rules (not for a recovery
+        to fetch)."""
+        self._seen().settle(source.url)
+
+    def _holds(self, source: PageKey) -> bool:
+        holds = getattr(self.judge, "holds", None)  # a judge of one's own keeps nothing back
+        return bool(holds(source)) if holds is not None else False
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         """Drop requests a judge kept back, counted as suppressed (as if dropped at once), and
@@ -284,6 +295,12 @@ class LinkScheduler(LinksLeft):
         fps = [seen.fingerprint(r.url, r.method, r.body) for r in filtered]
         answers = iter(seen.claim(fps, self._journaled(fps, filtered)))
         return [True if r.dont_filter else next(answers) for r in requests]
+
+    def journal_entry(self, request: Any) -> bytes | None:
+        """``request`` as this process's journal keeps it (None: it journals nothing)."""
+        if self.sharing is None or self.sharing.fingerprint is None:
+            return None
+        return encode_request(request, self.crawler.spider)
 
     def _journaled(self, fps: list[bytes], requests: list[Any]) -> dict[bytes, bytes] | None:
         """The requests as the crawl's journal keeps them, when this process journals (see

@@ -213,13 +213,16 @@ class DecisionScheduler(Resuming):
             self.stats.set_value("dedup/requests_taken_from_killed", sharing.taken_from_killed)
         try:
             sharing.flush()
-        except Exception:  # still in this process's journal (if it journals): a later run
-            logger.exception(  # takes them over once this process's beat ages out
-                "handing the last requests over to the crawl failed; this process stays in "
-                "the crawl's peer table, so a later run takes over what it owes"
-            )
-            sharing.store.close()
-            return
+        except Exception:
+            if sharing.fingerprint is None:  # no journal: the outbox stays claimed
+                logger.exception("handing the last requests over to the crawl failed")
+            else:  # still in this process's journal: taken over once its beat ages out
+                logger.exception(
+                    "handing the last requests over to the crawl failed; this process stays "
+                    "in the crawl's peer table, so a later run takes over what it owes"
+                )
+                sharing.store.close()
+                return
         try:
             sharing.leave()
         except Exception:  # peers see this process's beat age out
@@ -267,6 +270,7 @@ class DecisionScheduler(Resuming):
         stopping = not self.crawler.crawling or self._spider_closing  # nothing more goes out
         if stopping:
             self.links.verdicts.release_all()
+            self._beat_while_stopping()
             if not self._decides_while_stopping():
                 return
         try:
@@ -281,6 +285,18 @@ class DecisionScheduler(Resuming):
             # A failing tick must not kill the LoopingCall: the crawl would hang until timeout.
             logger.exception("applying decisions failed")
             self.stats.inc_value("dedup/scheduler_errors")
+
+    def _beat_while_stopping(self) -> None:
+        """Scrapy's close waits for the downloads in flight (up to ``DOWNLOAD_TIMEOUT``), then
+        the grace: a process silent that long would be taken over by its peers, its journal
+        pushed while it hands the same requests over itself (fetched twice)."""
+        sharing = self.links.sharing
+        if sharing is None or not sharing.due():
+            return
+        try:
+            sharing.beat(BUSY)
+        except Exception as exc:  # the next tick tries again
+            logger.warning("beating while stopping failed: %s", exc)
 
     def _decides_while_stopping(self) -> bool:
         """A spider stopped before the end hands what it owes to the crawl's shared list: the

@@ -105,7 +105,9 @@ class SeenStore(Protocol):
     takes a killed process's journal over (:mod:`crawler.sharing`). A store of one process
     ignores both."""
 
-    def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
+    def add_many(
+        self, fingerprints: Sequence[bytes], requests: Mapping[bytes, bytes] | None = None
+    ) -> list[bool]: ...
     def claim_many(
         self,
         fingerprints: Sequence[bytes],
@@ -131,7 +133,9 @@ class MemorySeenStore:
         self._wanted: set[bytes] = set()
         self._lock = threading.RLock()
 
-    def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
+    def add_many(
+        self, fingerprints: Sequence[bytes], requests: Mapping[bytes, bytes] | None = None
+    ) -> list[bool]:
         with self._lock:
             fresh = []
             for fp in fingerprints:
@@ -254,12 +258,16 @@ class CrawlSeen:
         False says nothing)."""
         return self.fingerprint(url) in self._known
 
-    def request_seen(self, url: str, method: str = "GET", body: bytes = b"") -> bool:
+    def request_seen(
+        self, url: str, method: str = "GET", body: bytes = b"", journaled: bytes | None = None
+    ) -> bool:
+        """Whether another request claimed the URL first; ``journaled``: the request, for a
+        store that journals what this process claims (a seed, a redirect's target)."""
         fp = self.fingerprint(url, method, body)
         if fp in self._preclaimed:
             self._preclaimed.discard(fp)
             return False
-        return not self.store.add_many([fp])[0]
+        return not self.store.add_many([fp], {fp: journaled} if journaled else None)[0]
 
     def used(self, url: str, method: str = "GET", body: bytes = b"") -> None:
         """The claim of a request that leaves by another way than this process's filter (past

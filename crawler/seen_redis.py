@@ -87,13 +87,23 @@ return answer(out)
 )
 
 #: Claim fingerprints (after the prelude). KEYS[2] the seen set; ARGV[3..] the fingerprints.
+#: KEYS[3] (optional) this process's journal: then the fingerprints are followed by as many
+#: requests, each journaled if this call claims its fingerprint (an empty one is not).
 #: Returns per fingerprint 1 if this call added it, else 0 (one listed twice: 1, then 0).
 ADD_SCRIPT = (
     REPLAY_PRELUDE
     + """
+local journal, last = KEYS[3], #ARGV
+if journal then
+  last = 2 + (#ARGV - 2) / 2
+end
 local out = {}
-for i = 3, #ARGV do
-  out[#out + 1] = redis.call('SADD', KEYS[2], ARGV[i])
+for i = 3, last do
+  local added = redis.call('SADD', KEYS[2], ARGV[i])
+  if added == 1 and journal and #ARGV[i + last - 2] > 0 then
+    redis.call('HSET', journal, ARGV[i], ARGV[i + last - 2])
+  end
+  out[#out + 1] = added
 end
 return answer(out)
 """
@@ -217,10 +227,18 @@ class RedisSeenStore:
             logger.info("moved %d seen sets of crawl %r to %s", moved, self._crawl_id, self.key)
         return moved
 
-    def add_many(self, fingerprints: Sequence[bytes]) -> list[bool]:
+    def add_many(
+        self, fingerprints: Sequence[bytes], requests: Mapping[bytes, bytes] | None = None
+    ) -> list[bool]:
         if not fingerprints:
             return []
-        return self._claiming(self._add, [self.key], [], fingerprints, False)
+        if self._journal is None:
+            return self._claiming(self._add, [self.key], [], fingerprints, False)
+        journaled = requests or {}
+        return self._claiming(
+            self._add, [self.key, self._journal], [], fingerprints, False,
+            lambda fresh: [journaled.get(fp, b"") for fp in fresh],
+        )  # fmt: skip
 
     def journal(self, key: str) -> None:
         """Journal from now on, in the hash ``key``, each request this process claims with

@@ -179,6 +179,7 @@ class WorkSharing:
         self._outbox_fps: list[bytes] = []
         self._beat_ok_at: float | None = None  # timer() of this process's last beat
         self._takes_over_from = 0.0  # timer() from which it takes silent peers over
+        self._owing = False  # a silent peer's journal held requests at the last beat
         #: Requests of killed processes' journals this process moved to the shared list.
         self.taken_from_killed = 0
         self.state = BUSY
@@ -216,6 +217,7 @@ class WorkSharing:
             if token != self.token and peer.age <= PEER_TIMEOUT
         }
         self._may_give = GIVE_PER_BEAT * self.hungry_peers()
+        self._owing = self._silent_peer_owes()
         if now < self._takes_over_from or self.fingerprint is None:
             return
         for token, peer in table.items():
@@ -244,6 +246,11 @@ class WorkSharing:
         return any(peer.state == BUSY for peer in self._peers.values())
 
     def _peer_owes(self) -> bool:
+        """As the last beat saw it (one look at the journals a beat, not one a look at the
+        shared list)."""
+        return self._owing
+
+    def _silent_peer_owes(self) -> bool:
         """A peer that missed its beats and whose journal holds requests: killed (while idle,
         its last beat HUNGRY) with requests claimed; its journal is taken over once its beat
         ages out (``beat``), so wait for that. A live idle peer beats at every look: however

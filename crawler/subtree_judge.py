@@ -57,6 +57,7 @@ class Releaser(Protocol):
         self, source: PageKey, held: Sequence[Held], depth: int, priority: float
     ) -> None: ...
     def drop_held(self, held: Sequence[Held], depth: int) -> None: ...
+    def settle_page(self, source: PageKey) -> None: ...
 
 
 @dataclass(eq=False)  # groups are told apart by identity
@@ -307,6 +308,13 @@ class SubtreeJudge:
             self.links.drop_held(drop, group.depth)
         else:
             self.links.release_held(group.source, group.held, group.depth, group.priority)
+        if not self.holds(group.source):
+            self.links.settle_page(group.source)
+
+    def holds(self, source: PageKey) -> bool:
+        """Whether a group of page ``source``'s outlinks waits for its samples: held here,
+        in memory only, so the page stays in its process's journal until it resolves."""
+        return any(group.source == source for group in self._pending.values())
 
     def _suppress(self, group: _Group) -> tuple[list[Held], list[Held]]:
         """A suppressed group's held requests: those a recrawl must fetch after all (their

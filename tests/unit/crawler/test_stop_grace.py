@@ -19,7 +19,7 @@ from crawler.frontier import Held, PageKey
 from crawler.judging import DecidedPage, Judgement
 from crawler.regroup import LIKELY_DUPLICATE_META, group_meta, has_group
 from crawler.scheduling import DecisionScheduler
-from crawler.sharing import MemoryPeerStore, WorkSharing, decode_request
+from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
 from dedup_worker.contract.messages import Decision, Verdict
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
@@ -345,3 +345,19 @@ def test_a_group_its_judge_leaves_out_of_its_keepers_is_followed_by_the_taker() 
     assert links.take_shared()
     _idle_until(scheduler, lambda: bool(second.engine.crawled))
     assert sorted(r.url for r in second.engine.crawled) == urls and judge.judged == []
+
+
+@pytest.mark.parametrize("grace", ["5", "0"])
+def test_a_stopping_spider_keeps_beating_so_no_peer_takes_it_for_killed(grace: str) -> None:
+    """Scrapy's close can outlast PEER_TIMEOUT (downloads in flight, then the grace): a
+    silent process would have its journal taken over while it hands the same requests over
+    itself, and they would be fetched twice."""
+    plugin, scheduler, _ = _stopped(NEARDUP_STOP_GRACE=grace)
+    clock = [1_000.0]
+    store = MemoryPeerStore(lambda: clock[0])
+    sharing = WorkSharing(store, "this", lambda: clock[0])
+    plugin.session.links.sharing = sharing
+    sharing.beat(BUSY)
+    clock[0] += 40.0  # a long close
+    scheduler._tick()
+    assert store.peers["this"][1] == clock[0]  # beat again: alive to its peers

@@ -38,6 +38,7 @@ class Links:
     def __init__(self) -> None:
         self.released: list[str] = []
         self.dropped: list[str] = []
+        self.settled: list[str] = []
 
     def release_held(
         self, source: PageKey, held: Sequence[Held], depth: int, priority: float
@@ -46,6 +47,9 @@ class Links:
 
     def drop_held(self, held: Sequence[Held], depth: int) -> None:
         self.dropped.extend(item.url for item in held)
+
+    def settle_page(self, source: PageKey) -> None:
+        self.settled.append(source.url)
 
 
 class Clock:
@@ -175,10 +179,14 @@ def test_a_duplicate_hub_with_new_leaves_has_its_group_followed() -> None:
     # The rule of 2.0 -> 1.0 has one check (the index): a young rule's group samples 11 - 1
     # (for a rule of 11 checks or more, 5 + 10% of 20 = 7).
     assert len(samples) == 10 and judge.waiting == 1
+    # The group's members are held in memory only: the page stays in its process's journal
+    # (a kill now would lose them), settled once the group resolves.
+    assert judge.holds(page.key) and links.settled == []
     rules.observe([decision(samples[0], samples[0].replace("2.0", "1.0")), decision(samples[1])])
     assert judge.waiting == 0 and links.dropped == []
     assert sorted(links.released) == sorted(set(page.outlinks) - set(follow))
     assert stats.values["dedup/groups_followed"] == 1
+    assert not judge.holds(page.key) and links.settled == [page.key.url]
 
 
 def test_a_duplicate_subtree_has_the_rest_of_its_group_suppressed() -> None:
