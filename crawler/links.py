@@ -390,7 +390,9 @@ class LinkScheduler(LinksLeft):
         # Queued here by another link: it goes out in its turn.
         kept = [(r, claimed) for r, claimed in kept if not self.ledger.waiting(r.url)]
         unclaimed = [request for request, claimed in kept if not claimed]
-        fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())
+        fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())  # journaled there
+        if self.sharing is not None:  # a skip left the journal: back in, till its decision
+            self.sharing.journal_again([r for r, claimed in kept if claimed], self.crawler.spider)
         for request, claimed in kept:
             if not claimed and not next(fresh):
                 continue

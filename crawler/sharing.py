@@ -338,6 +338,14 @@ class WorkSharing:
         self._remember_taken(journaled)
         return requests
 
+    def journal_again(self, requests: Sequence[Any], spider: Any) -> None:
+        """Requests this process claimed and settled before (a skip) that go out after all
+        (fetched back): into its journal again, until their pages are decided."""
+        if self.fingerprint is None:
+            return
+        encoded = ((self.fingerprint(r), encode_request(r, spider)) for r in requests)
+        self._remember_taken({fp: raw for fp, raw in encoded if raw is not None})
+
     def _remember_taken(self, journaled: dict[bytes, bytes]) -> None:
         """What this process took is in its journal now, until it goes out. If that fails,
         a kill before they go out would lose them: logged."""

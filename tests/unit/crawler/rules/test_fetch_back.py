@@ -17,9 +17,11 @@ from crawler.rules.rewrite import PathRewrite
 from crawler.rules.shared import SharedRules
 from crawler.rules.store import MemoryRuleStore
 from crawler.seen import CLAIMED_META, url_fingerprint
+from crawler.sharing import WorkSharing
 from dedup_worker.contract.predictions import PredictedDuplicate
 from tests.unit.crawler.rules.test_crawl_rules import D, M, Stats, decision
 from tests.unit.crawler.test_plugin_components import Plugin, requests
+from tests.unit.crawler.test_sharing import Clock, JournalStore
 
 ALIAS = PathRewrite(M, "", D, "")
 
@@ -124,11 +126,15 @@ def test_fetched_back_requests_go_out_past_the_filter_and_take_a_place_in_the_bu
         with pytest.raises(IgnoreRequest, match="skipped"):
             links.going_out(request)
     assert len(links.skipped) == 2 and links.budget.spent == 0  # both places given back
+    store = JournalStore(Clock())
+    links.sharing = WorkSharing(store, "this", fingerprint=lambda r: r.url.encode())
     links.fetch_back(["http://a.test/1", "http://a.test/2", "http://a.test/9"])
     again = plugin.engine.crawled[2:]
     assert [r.url for r in again] == ["http://a.test/1", "http://a.test/2"]
     assert all(r.meta[CLAIMED_META] and r.meta[LINK_META] for r in again)
     assert plugin.stat("dedup/requests_fetched_back") == 2 and links.budget.spent == 2
+    # Settled as skips, they are journaled again: a kill before their decisions loses nothing.
+    assert sorted(store.journals["this"]) == [b"http://a.test/1", b"http://a.test/2"]
 
 
 def test_a_skip_being_fetched_right_now_is_not_fetched_back_again() -> None:
