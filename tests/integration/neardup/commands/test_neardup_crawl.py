@@ -162,7 +162,12 @@ def test_a_run_after_a_killed_spider_fetches_what_it_had_claimed(
     """The requests a spider claimed and had not sent are journaled in Redis; killed, it stops
     beating, and the next run of the crawl id takes them over (after ``PEER_TIMEOUT``) and
     fetches them. Before, that run found every URL claimed and fetched nothing."""
-    env = _external_env(kafka_broker, redis_server, f"killed-{time.time_ns()}")
+    # Decisions at most every 2 s (the worker's batch interval) pace the crawl, so the kill
+    # lands mid-crawl even on a busy machine (unpaced, a fast spider had finished by then).
+    env = {
+        **_external_env(kafka_broker, redis_server, f"killed-{time.time_ns()}"),
+        "NEARDUP_BATCH_INTERVAL_MS": "2000",
+    }
     first = subprocess.Popen(
         [str(NEARDUP), "crawl", manifest(site)["seeds"]["main"], "--workers", "1",
          "--state-dir", str(tmp_path / "state1"), "--out", str(tmp_path / "d1.jsonl")],
@@ -179,6 +184,8 @@ def test_a_run_after_a_killed_spider_fetches_what_it_had_claimed(
     assert spider is not None and first.poll() is None, "the spider should be running"
     spider.kill()
     assert first.communicate(timeout=120)[0] and first.returncode == 137
+    log = (tmp_path / "state1" / "spider.log").read_text()
+    assert "Closing spider" not in log, "killed mid-crawl, not as it closed"
     second = subprocess.run(
         [str(NEARDUP), "crawl", manifest(site)["seeds"]["main"], "--workers", "1",
          "--state-dir", str(tmp_path / "state2"), "--out", str(tmp_path / "d2.jsonl")],
