@@ -56,7 +56,10 @@ HELD_OUT_SECOND = FIXTURES / "holdout2-urllib3-packaging.tar.xz"
 SUPPRESSED = ("near_duplicate", "exact_duplicate")
 STATS_FILES = ("crawl-stats.json", "crawl-stats-1.json")  # the spiders of ``--crawlers 2``
 #: The spider's stats that say where a page budget went.
-_BUDGET_KEYS = re.compile(r"finish_reason|budget|fail|refused|cancel|waiting|pages_fetched|errors")
+_BUDGET_KEYS = re.compile(
+    r"finish_reason|budget|fail|refused|cancel|waiting|pages_|errors|ignored|ahead|skipped"
+    r"|non_html|retry|response_status_count|requests_sent|outlinks_scheduled"
+)
 
 
 def _unpack(into: Path, fixture: Path = FIXTURE) -> Path:
