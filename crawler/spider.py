@@ -120,6 +120,8 @@ class NeardupSpider(scrapy.Spider):
         links = NeardupSession.of(self.crawler).links
         if failure.check(HttpError):  # an HTTP status (after Scrapy's retries, if it retries it)
             self.crawler.stats.inc_value("dedup/requests_ignored")
+            # Sent, so it spent a budget place and brought no page (a dead link's 404)
+            self.crawler.stats.inc_value("dedup/requests_http_error")
             if request is not None and failure.value.response.status in self._passing:
                 links.fetch_failed(request)  # 503, 429, ...: a later run tries it again
             self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())

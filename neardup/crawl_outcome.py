@@ -158,8 +158,10 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
             f"page budget reached (--max-pages, NEARDUP_MAX_PAGES): "
             f"{n('dedup/outlinks_over_budget')} links released after it was spent were not "
             f"fetched ({n('dedup/budget_returned')} places given back by requests that never "
-            "went out); a larger budget goes further (a Scrapy project's JOBDIR resume "
-            "starts with them)"
+            "went out; "
+            f"{n('dedup/requests_http_error')} spent on requests answered with an HTTP error "
+            "status, such as a dead link's 404); a larger budget goes further (a Scrapy "
+            "project's JOBDIR resume starts with them)"
         )
     if n("dedup/fetches_failed"):
         lines.append(

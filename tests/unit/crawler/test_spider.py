@@ -133,3 +133,4 @@ def test_a_download_that_failed_for_a_passing_reason_is_kept_for_a_later_run() -
     assert [r.url for r in links.failed.take()] == ["http://a.test/busy", "http://b.test/"]
     assert s.crawler.stats.get_value("dedup/fetch_errors") == 2
     assert s.crawler.stats.get_value("dedup/requests_ignored") == 3
+    assert s.crawler.stats.get_value("dedup/requests_http_error") == 2  # the 503 and the 404

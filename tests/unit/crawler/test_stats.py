@@ -102,9 +102,11 @@ def test_a_recrawl_says_what_it_fetched_because_it_is_one() -> None:
 
 def test_a_crawl_that_reached_its_page_budget_says_so() -> None:
     stats = {"dedup/pages_fetched": 50, "dedup/outlinks_over_budget": 70}
-    text = "\n".join(outcome_lines({**stats, "dedup/budget_returned": 4}, []))
+    more = {"dedup/budget_returned": 4, "dedup/requests_http_error": 2}
+    text = "\n".join(outcome_lines({**stats, **more}, []))
     assert "page budget reached (--max-pages, NEARDUP_MAX_PAGES): 70 links" in text
     assert "(4 places given back" in text
+    assert "; 2 spent on requests answered with an HTTP error status" in text
     assert "budget" not in "\n".join(outcome_lines({"dedup/pages_fetched": 3}, []))
 
 

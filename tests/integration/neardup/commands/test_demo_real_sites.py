@@ -144,19 +144,27 @@ def test_a_crawl_with_a_budget_stops_at_it_and_is_scored_against_breadth_first(
 ) -> None:
     sites = _unpack(tmp_path / "sites")
     figures = _crawl(sites, tmp_path / "demo", "--max-pages", "50")
-    # Shown if it fails (once in CI under load, 29 Nov: 48 fetched, 12 missed; not reproduced
-    # in 12 runs by hand, with and without CPU burners): where the budget went.
+    # Shown if it fails: where the budget went.
     stats = json.loads((tmp_path / "demo" / "state" / STATS_FILES[0]).read_text())
     figures = {**figures, "spider": {k: v for k, v in stats.items() if _BUDGET_KEYS.search(k)}}
     shown = json.dumps(figures, sort_keys=True, default=str)  # a string: shown whole
     # 50 released links and the two seeds at most, against the whole site (146 pages, 56
-    # distinct contents): 50 fetches can miss no fewer than 6. A breadth-first crawl of every
-    # link stopped after as many fetches misses 73. Before a release's copies waited for the
-    # idle moment (crawler.rules.likely), which unique pages the budget bought depended on
+    # distinct contents): 50 pages fetched can miss no fewer than 6. A breadth-first crawl of
+    # every link stopped after as many fetches misses 73. Before a release's copies waited for
+    # the idle moment (crawler.rules.likely), which unique pages the budget bought depended on
     # which decisions came first: measured (28 Nov) 16 / 16 / 40 / 16 missed quiet, 16 / 70 /
     # 69 with two CPU burners; since (29 Nov), 6 in 9 crawls of 9, 3 of them with burners.
     assert 40 <= figures["fetched"] <= 52 and figures["full_fetches"] == 146, shown
-    assert 0 < figures["unique_missed"] <= 10 and figures["coverage"] < 1.0, shown
+    # The budget counts requests sent, 404s included (README, "Real sites"): the Sphinx host
+    # links each release's genindex.html and search.html from every page, and the fixture has
+    # neither. When some of those six go out before the budget is spent, their places buy no
+    # page (in 2 CI runs of ~10, and in 1 crawl of 3 by hand on 29 Nov: 48 pages fetched, 2
+    # requests ignored, 12 missed), and a content not fetched leaves at most its three copies
+    # on its host unfetched (8.1.6, 8.1.7 and its /latest/ alias).
+    dead = stats.get("dedup/requests_http_error", 0)
+    assert figures["fetched"] + dead <= 52, shown  # the budget, 404s included
+    bound = 10 + 3 * dead
+    assert 0 < figures["unique_missed"] <= bound and figures["coverage"] < 1.0, shown
     assert figures["duplicates_fetched"] <= 4, shown
     assert figures["breadth_first_lost"] >= 60, shown
 
