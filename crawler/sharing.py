@@ -90,9 +90,10 @@ class PeerStore(Protocol):
     def push(self, requests: Sequence[bytes]) -> None:
         """Append requests to the shared list."""
 
-    def pop(self, count: int) -> list[bytes]:
+    def pop(self, count: int, token: str | None = None) -> list[bytes]:
         """Take up to ``count`` requests from the front of the shared list (atomically: two
-        processes never take the same one)."""
+        processes never take the same one); with ``token``, into that process's journal in
+        the same step, each under itself until :meth:`remember` files it."""
 
     def take_over(self, token: str, timeout: float) -> int:
         """If ``token`` has not beaten for ``timeout`` seconds (checked again, atomically): the
@@ -104,7 +105,7 @@ class PeerStore(Protocol):
 
     def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
         """Into ``token``'s journal: requests it took from the shared list (fingerprint ->
-        request), until they go out."""
+        request), until they go out; each one's entry under itself (:meth:`pop`) goes."""
 
     def owes(self, token: str) -> int:
         """How many requests ``token``'s journal holds."""
@@ -131,7 +132,7 @@ class MemoryPeerStore:
     def push(self, requests: Sequence[bytes]) -> None:
         self.shared.extend(requests)
 
-    def pop(self, count: int) -> list[bytes]:
+    def pop(self, count: int, token: str | None = None) -> list[bytes]:
         return [self.shared.popleft() for _ in range(min(count, len(self.shared)))]
 
     def take_over(self, token: str, timeout: float) -> int:
@@ -320,7 +321,8 @@ class WorkSharing:
         recent = self._found_empty_at is not None and now - self._found_empty_at < LOOK_EVERY
         if count <= 0 or recent:
             return []
-        taken = self.store.pop(count)
+        # Journaled as they are taken: a kill before _remember_taken loses none of them.
+        taken = self.store.pop(count, self.token if self.fingerprint is not None else None)
         self._found_empty_at = None if taken else now
         self._looked_since_beat = True
         requests = []
@@ -347,14 +349,15 @@ class WorkSharing:
         self._remember_taken({fp: raw for fp, raw in encoded if raw is not None})
 
     def _remember_taken(self, journaled: dict[bytes, bytes]) -> None:
-        """What this process took is in its journal now, until it goes out. If that fails,
-        a kill before they go out would lose them: logged."""
+        """What this process took is filed in its journal under its fingerprint now, until it
+        goes out. If that fails, each stays there under itself (as the pop put it): taken
+        over after a kill, it would be fetched again even if it had gone out, never lost."""
         if not journaled:
             return
         try:
             self.store.remember(self.token, journaled)
         except Exception as exc:
-            logger.warning("%d requests taken are not in this process's journal: %s",
+            logger.warning("%d requests taken are not filed in this process's journal: %s",
                            len(journaled), exc)  # fmt: skip
 
     def waits_for_peers(self, room: int | None) -> bool:

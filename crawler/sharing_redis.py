@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 #:
 #: KEYS[1]   the crawl's peer table
 #: KEYS[2]   the shared list
-#: KEYS[3]   the dead process's journal (hash: fingerprint -> request)
+#: KEYS[3]   the dead process's journal (hash: fingerprint -> request; a request it took from
+#:           the shared list and had not filed under its fingerprint yet: request -> itself)
 #: KEYS[4]   the crawl's seen set (an entry un-claimed since is left out)
 #: ARGV[1]   the dead process's token
 #: ARGV[2]   seconds without a beat after which a process is dead
@@ -58,7 +59,7 @@ end
 local entries = redis.call('HGETALL', KEYS[3])
 local moved = {}
 for i = 1, #entries, 2 do
-  if redis.call('SISMEMBER', KEYS[4], entries[i]) == 1 then
+  if entries[i] == entries[i + 1] or redis.call('SISMEMBER', KEYS[4], entries[i]) == 1 then
     moved[#moved + 1] = entries[i + 1]
   end
 end
@@ -102,22 +103,50 @@ return answer(length)
 )
 
 #: Take requests from the front of the shared list (after the prelude). KEYS[2] the list;
-#: ARGV[3] how many at most. Returns them (none: an empty list).
+#: ARGV[3] how many at most; KEYS[3] (optional) the taker's journal, where each request goes
+#: in the same step (request -> itself, until :data:`REMEMBER_SCRIPT` files it under its
+#: fingerprint, which only the crawler computes): a process killed as the reply comes back
+#: leaves them to be taken over. Returns them (none: an empty list).
 POP_SCRIPT = (
     REPLAY_PRELUDE
     + """
-return answer(redis.call('LPOP', KEYS[2], ARGV[3]) or {})
+local taken = redis.call('LPOP', KEYS[2], ARGV[3]) or {}
+if KEYS[3] then
+  for _, request in ipairs(taken) do
+    redis.call('HSET', KEYS[3], request, request)
+  end
+end
+return answer(taken)
 """
 )
 
+#: File requests in a process's journal under their fingerprints.
+#:
+#: KEYS[1]   the journal
+#: ARGV      fingerprint, request, fingerprint, request, ...
+#:
+#: A request's entry under itself (written as it was taken: :data:`POP_SCRIPT`) goes in the
+#: same step; a fingerprint is shorter than any request, so the two never meet.
+REMEMBER_SCRIPT = """
+for i = 1, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  redis.call('HDEL', KEYS[1], ARGV[i + 1])
+end
+return #ARGV / 2
+"""
+
 #: Put requests back at the front of the shared list, in their order (after the prelude).
-#: KEYS[2] the list; ARGV[3..] the requests. Returns the list's length.
+#: KEYS[2] the list; ARGV[3..] the requests; KEYS[3] (optional) the journal they were taken
+#: into, which they leave. Returns the list's length.
 GIVE_BACK_SCRIPT = (
     REPLAY_PRELUDE
     + """
 local length = redis.call('LLEN', KEYS[2])
 for i = #ARGV, 3, -1 do
   length = redis.call('LPUSH', KEYS[2], ARGV[i])
+  if KEYS[3] then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+  end
 end
 return answer(length)
 """
@@ -156,6 +185,8 @@ class RedisPeerStore:
         self._push = client.register_script(PUSH_SCRIPT)
         self._pop = client.register_script(POP_SCRIPT)
         self._give_back = client.register_script(GIVE_BACK_SCRIPT)
+        self._remember = client.register_script(REMEMBER_SCRIPT)
+        self._journal: list[str] = []  # the journal the pops take into, if any (one process)
         self._replies = Replies(crawl_id)
         # The calls of a push that raised, (reply key, requests) each: sent again, exactly,
         # when the requests come again (``Sharing.flush`` sends its outbox again, in order).
@@ -207,7 +238,7 @@ class RedisPeerStore:
         if requests:
             with translated(self.url):
                 fields = [value for pair in requests.items() for value in pair]
-                self._client.hset(journal_key(self.crawl_id, token), items=fields)
+                self._remember(keys=[journal_key(self.crawl_id, token)], args=fields)
 
     def push(self, requests: Sequence[bytes]) -> None:
         """Append ``requests``, once each however often a call is sent again: a push that
@@ -232,20 +263,22 @@ class RedisPeerStore:
                 raise
         self._replies.answered(*(key for key, _ in calls))
 
-    def pop(self, count: int) -> list[bytes]:
-        """Up to ``count`` requests. A pop whose connection failed is sent again as the same call
-        (if the server ran it, the requests it took come back; taken anew, they were lost);
-        what it took beyond ``count`` comes with the next pops, or goes back as the store
-        closes."""
+    def pop(self, count: int, token: str | None = None) -> list[bytes]:
+        """Up to ``count`` requests, into ``token``'s journal if given. A pop whose connection
+        failed is sent again as the same call (if the server ran it, the requests it took come
+        back; taken anew, they were lost); what it took beyond ``count`` comes with the next
+        pops, or goes back as the store closes."""
         if count <= 0:
             return []
         if self._extra:
             taken, self._extra = self._extra[:count], self._extra[count:]
             return taken
         key, self._unpopped = self._unpopped or self._replies.new_key(), None
+        self._journal = [journal_key(self.crawl_id, token)] if token is not None else []
         with translated(self.url):
             try:
-                reply = self._replies.call(self._pop, key, [self.shared_key], [count])
+                keys = [self.shared_key, *self._journal]
+                reply = self._replies.call(self._pop, key, keys, [count])
             except MAY_HAVE_RUN:
                 self._unpopped = key
                 raise
@@ -266,7 +299,8 @@ class RedisPeerStore:
             if self._extra:
                 key = self._replies.new_key()
                 with translated(self.url):
-                    self._replies.call(self._give_back, key, [self.shared_key], self._extra)
+                    keys = [self.shared_key, *self._journal]
+                    self._replies.call(self._give_back, key, keys, self._extra)
                 self._extra = []
         except NeardupError as exc:
             logger.warning("%d requests taken from the shared list are lost: %s",

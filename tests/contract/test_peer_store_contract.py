@@ -171,6 +171,41 @@ def test_a_killed_processs_journal_goes_to_the_shared_list(
             store.close()
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_what_a_process_takes_is_in_its_journal_from_the_pop_on(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A pop with a token journals what it takes in the same step (each request under
+    itself): a process killed before it filed them under their fingerprints leaves them to
+    be taken over; filed, each is in the journal once."""
+    crawl = f"c{uuid.uuid4().hex[:8]}-taken"
+    if backend == "redis":
+        url, cluster = request.getfixturevalue("redis_server").url, False
+    else:
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
+    dead, live = (RedisPeerStore.from_url(url, crawl, cluster=cluster) for _ in range(2))
+    first, second, third = (b'{"url":"http://a.test/%d","method":"GET"}' % i for i in range(3))
+    try:
+        live.push([first, second, third])
+        dead.beat("dead", BUSY)
+        assert dead.pop(2, "dead") == [first, second]  # killed as the reply came back
+        assert live.owes("dead") == 2
+        time.sleep(0.3)
+        assert live.take_over("dead", 0.2) == 2
+        assert live.pop(10, "live") == [third, first, second]
+        assert live.owes("live") == 3
+        live.remember("live", {b"fp-of-first": first, b"fp-of-second": second})
+        assert live.owes("live") == 3  # first and second filed under their fingerprints
+        live.remember("live", {b"fp-of-third": third})
+        live.push([first])
+        assert live.pop(1) == [first]  # a pop without a token journals nothing
+        assert live.owes("live") == 3
+    finally:
+        for store in (dead, live):
+            store.close()
+
+
 def test_a_crawls_keys_share_one_cluster_slot_with_its_seen_set() -> None:
     keys = (peers_key("x"), shared_key("x"), seen_key("x"), journal_key("x", "host:1:ab"))
     slots = {key_slot(key.encode()) for key in keys}

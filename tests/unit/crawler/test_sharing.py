@@ -256,8 +256,17 @@ class JournalStore(MemoryPeerStore):
         super().__init__(clock)
         self.journals: dict[str, dict[bytes, bytes]] = {}
 
+    def pop(self, count: int, token: str | None = None) -> list[bytes]:
+        taken = super().pop(count)
+        if token is not None:  # each under itself, as the Redis store's pop files them
+            self.journals.setdefault(token, {}).update((raw, raw) for raw in taken)
+        return taken
+
     def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
-        self.journals.setdefault(token, {}).update(requests)
+        journal = self.journals.setdefault(token, {})
+        journal.update(requests)
+        for raw in requests.values():
+            journal.pop(raw, None)
 
     def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
         for fp in fingerprints:
@@ -295,6 +304,26 @@ def test_a_killed_processs_journal_goes_to_an_idle_peer_once_its_beat_ages_out()
     assert [r.url for r in idle.take(None, spider)] == ["http://a.test/owed"]
     assert store.owes("idle") == 1  # in the taker's journal now, until it goes out
     assert not _stays_open(idle) or not _stays_open(idle)
+
+
+def test_what_a_process_takes_is_journaled_as_it_is_taken() -> None:
+    """Its pop journals what it takes (the store writes each request under itself in the
+    same step), so a kill before the requests are filed under their fingerprints loses
+    none; once filed, each is there once."""
+    clock, spider = Clock(), _spider()
+    store = JournalStore(clock)
+    taker = _journaling(store, "taker", clock)
+    raw = encode_request(_request("http://a.test/shared"), spider) or b""
+    store.push([raw])
+    popped: list[str | None] = []
+    pop = store.pop
+    store.pop = lambda count, token=None: popped.append(token) or pop(count, token)  # type: ignore[method-assign]
+    assert [r.url for r in taker.take(None, spider)] == ["http://a.test/shared"]
+    assert popped == ["taker"]
+    assert store.journals["taker"] == {b"http://a.test/shared": raw}
+    plain = WorkSharing(store, "plain", clock)  # a process that keeps no journal (JOBDIR)
+    store.push([raw])
+    assert plain.take(None, spider) and popped == ["taker", None]
 
 
 def test_requests_handed_over_leave_the_givers_journal() -> None:
