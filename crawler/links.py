@@ -233,6 +233,22 @@ class LinkScheduler(LinksLeft):
         to fetch)."""
         self._seen().settle(source.url)
 
+    def never_a_page(self, request: Any) -> None:
+        """``request`` ended without a page (an HTTP error status, a body that is not HTML):
+        it leaves this process's journal with the next claim, and so do the URLs that
+        redirected to it. Taken over after a kill, it was fetched again for nothing."""
+        self._settle_all([*request.meta.get("redirect_urls", ()), request.url], request)
+
+    def redirected(self, request: Any) -> None:
+        """A page came for ``request``: the URLs that redirected to it will never be pages
+        (its own leaves the journal with its decision, :meth:`settle_page`)."""
+        self._settle_all(request.meta.get("redirect_urls", ()), request)
+
+    def _settle_all(self, urls: Sequence[str], request: Any) -> None:
+        seen = self._seen()
+        for url in urls:
+            seen.settle(url, request.method, request.body)
+
     def _holds(self, source: PageKey) -> bool:
         holds = getattr(self.judge, "holds", None)  # a judge of one's own keeps nothing back
         return bool(holds(source)) if holds is not None else False

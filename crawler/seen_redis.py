@@ -110,8 +110,10 @@ return answer(out)
 )
 
 #: Un-claim a cancelled outlink unless wanted (after the prelude). KEYS[2..4] as
-#: CLAIM_SCRIPT's; ARGV[3] its fingerprint. It leaves the in-flight set; if it was wanted
-#: elsewhere it stays claimed (0: fetch it), else it is un-claimed (1).
+#: CLAIM_SCRIPT's; ARGV[3] its fingerprint; KEYS[5] (optional) this process's journal. It
+#: leaves the in-flight set; if it was wanted elsewhere it stays claimed (0: fetch it), else it
+#: is un-claimed (1) and leaves the journal: claimed again by another process, it is that
+#: one's, and a take-over of this one's journal after a kill would fetch it twice.
 RELEASE_UNWANTED_SCRIPT = (
     REPLAY_PRELUDE
     + """
@@ -120,18 +122,25 @@ if redis.call('SREM', KEYS[4], ARGV[3]) == 1 then
   return answer(0)
 end
 redis.call('SREM', KEYS[2], ARGV[3])
+if KEYS[5] then
+  redis.call('HDEL', KEYS[5], ARGV[3])
+end
 return answer(1)
 """
 )
 
 #: Un-claim a fingerprint, whatever its marks (after the prelude). KEYS[2..4] as
-#: CLAIM_SCRIPT's; ARGV[3] the fingerprint. Returns 1 if it was claimed. Sent twice as plain
-#: SREMs, the second run could undo another process's claim made in between.
+#: CLAIM_SCRIPT's; ARGV[3] the fingerprint; KEYS[5] (optional) this process's journal, which
+#: it leaves (as with RELEASE_UNWANTED_SCRIPT). Returns 1 if it was claimed. Sent twice as
+#: plain SREMs, the second run could undo another process's claim made in between.
 REMOVE_SCRIPT = (
     REPLAY_PRELUDE
     + """
 redis.call('SREM', KEYS[3], ARGV[3])
 redis.call('SREM', KEYS[4], ARGV[3])
+if KEYS[5] then
+  redis.call('HDEL', KEYS[5], ARGV[3])
+end
 return answer(redis.call('SREM', KEYS[2], ARGV[3]))
 """
 )
@@ -364,14 +373,17 @@ class RedisSeenStore:
     def remove(self, fingerprint: bytes) -> None:
         key = self._replies.new_key()
         with translated(self.url):
-            self._replies.call(self._remove, key, self._keys, [fingerprint])
+            self._replies.call(self._remove, key, self._journaled_keys(), [fingerprint])
         self._replies.answered(key)
+
+    def _journaled_keys(self) -> list[str]:
+        return [*self._keys, self._journal] if self._journal is not None else self._keys
 
     def release_unwanted(self, fingerprint: bytes) -> bool:
         key = self._replies.new_key()  # a resend by the client library runs it once
         with translated(self.url):
             script = self._release_unwanted
-            released = self._replies.call(script, key, self._keys, [fingerprint])
+            released = self._replies.call(script, key, self._journaled_keys(), [fingerprint])
         self._replies.answered(key)
         return bool(released)
 

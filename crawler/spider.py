@@ -110,7 +110,9 @@ class NeardupSpider(scrapy.Spider):
         session = NeardupSession.of(self.crawler)
         page = session.page_of(response)
         if page is None:  # not HTML, or its extraction failed (both counted)
+            session.links.never_a_page(response.request)
             return
+        session.links.redirected(response.request)
         for url in session.links.unclaimed(page.outlinks):
             yield self.page_request(url, page.depth + 1)
 
@@ -124,6 +126,8 @@ class NeardupSpider(scrapy.Spider):
             self.crawler.stats.inc_value("dedup/requests_http_error")
             if request is not None and failure.value.response.status in self._passing:
                 links.fetch_failed(request)  # 503, 429, ...: a later run tries it again
+            elif request is not None:
+                links.never_a_page(request)
             self.logger.debug("not fetched: %s: %s", url, failure.getErrorMessage())
             return
         if failure.check(IgnoreRequest):  # robots.txt, offsite, cancelled: not a failure

@@ -3,6 +3,7 @@ what is skipped, which requests the ``neardup`` spider yields."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from twisted.internet.error import DNSLookupError
 from twisted.python.failure import Failure
 
 from crawler.middleware import NeardupSpiderMiddleware
+from crawler.seen import CrawlSeen, MemorySeenStore
 from crawler.session import NeardupSession
 from crawler.spider import PAGE_META, NeardupSpider
 from dedup_worker.contract.checksum import content_checksum
@@ -134,3 +136,46 @@ def test_a_download_that_failed_for_a_passing_reason_is_kept_for_a_later_run() -
     assert s.crawler.stats.get_value("dedup/fetch_errors") == 2
     assert s.crawler.stats.get_value("dedup/requests_ignored") == 3
     assert s.crawler.stats.get_value("dedup/requests_http_error") == 2  # the 503 and the 404
+
+
+class SettledStore(MemorySeenStore):
+    """The seen set, keeping what each claim reports settled (out of the journal)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[bytes] = []
+
+    def claim_many(
+        self,
+        fingerprints: Sequence[bytes],
+        done: Sequence[bytes],
+        requests: Mapping[bytes, bytes] | None = None,
+        settled: Sequence[bytes] = (),
+    ) -> list[bool]:
+        self.settled += settled
+        return super().claim_many(fingerprints, done, requests, settled)
+
+
+def test_a_request_that_ends_without_a_page_leaves_the_journal_with_its_redirects() -> None:
+    """A 404, a body that is not HTML, and the URLs that redirected to a page will never be
+    pages: they leave the journal (a kill used to leave them to be fetched again for nothing).
+    A passing failure stays (a later run tries it again), and so does a page until decided."""
+    s = spider()
+    session = NeardupSession.of(s.crawler)
+    store = SettledStore()
+    session._seen = seen = CrawlSeen(store)
+
+    def status(url: str, code: int, **meta: Any) -> Any:
+        request = Request(url, meta=meta)
+        return _failure(HttpError(Response(url, status=code, request=request)), request)
+
+    s.on_error(status("http://a.test/gone", 404, redirect_urls=["http://a.test/moved"]))
+    s.on_error(status("http://a.test/busy", 503))
+    pdf = response("http://a.test/r.pdf", b"%PDF", b"application/pdf", cls=Response)
+    page = response("http://a.test/new", HTML, meta={"redirect_urls": ["http://a.test/old"]})
+    for fetched in (pdf, page):
+        middleware(s).process_spider_input(fetched)
+        list(s.parse(fetched))
+    seen.flush()
+    urls = ["http://a.test/moved", "http://a.test/gone", "http://a.test/r.pdf", "http://a.test/old"]
+    assert store.settled == [seen.fingerprint(url) for url in urls]
