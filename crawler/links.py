@@ -95,6 +95,9 @@ class LinkScheduler(LinksLeft):
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
         self._claim_failed: list[Want] = []  # wanted links whose claim failed: next poll
         self._claim_failed_at: float | None = None  # monotonic time of the first failure
+        # The URLs that redirected to a page (url, method, body), by the page's URL, until its
+        # decision settles them with it.
+        self._redirected: dict[str, list[tuple[str, str, bytes]]] = {}
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
         self.failed = FailedFetches()  # requests whose download failed, for a later run
@@ -231,7 +234,10 @@ class LinkScheduler(LinksLeft):
         """Page ``source`` leaves this process's journal with the next claim: its outlinks
         are claimed (journaled), or dropped, or kept back by the rules (not for a recovery
         to fetch)."""
-        self._seen().settle(source.url)
+        seen = self._seen()
+        seen.settle(source.url)
+        for url, method, body in self._redirected.pop(source.url, ()):
+            seen.settle(url, method, body)
 
     def never_a_page(self, request: Any) -> None:
         """``request`` ended without a page (an HTTP error status, a body that is not HTML):
@@ -240,9 +246,14 @@ class LinkScheduler(LinksLeft):
         self._settle_all([*request.meta.get("redirect_urls", ()), request.url], request)
 
     def redirected(self, request: Any) -> None:
-        """A page came for ``request``: the URLs that redirected to it will never be pages
-        (its own leaves the journal with its decision, :meth:`settle_page`)."""
-        self._settle_all(request.meta.get("redirect_urls", ()), request)
+        """A page came for ``request``: the URLs that redirected to it will never be pages. They
+        leave the journal with the page's decision (:meth:`settle_page`), not before: the page
+        itself may not be journaled (a retry's redirect passes the filter unclaimed), and a kill
+        before its decision must leave the chain's first URL to be taken over."""
+        urls = request.meta.get("redirect_urls", ())
+        if urls:
+            chain = [(url, request.method, request.body) for url in urls]
+            self._redirected.setdefault(request.url, []).extend(chain)
 
     def _settle_all(self, urls: Sequence[str], request: Any) -> None:
         seen = self._seen()
@@ -408,7 +419,10 @@ class LinkScheduler(LinksLeft):
         unclaimed = [request for request, claimed in kept if not claimed]
         fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())  # journaled there
         if self.sharing is not None:  # a skip left the journal: back in, till its decision
-            self.sharing.journal_again([r for r, claimed in kept if claimed], self.crawler.spider)
+            again = [r for r, claimed in kept if claimed]
+            for request in again:  # a skip's settling not reported yet must not undo that
+                self._seen().unsettle(request.url, request.method, request.body)
+            self.sharing.journal_again(again, self.crawler.spider)
         for request, claimed in kept:
             if not claimed and not next(fresh):
                 continue

@@ -286,6 +286,12 @@ class CrawlSeen:
         decision had those outlinks in memory only, and the page is fetched again."""
         self._settled.append(self.fingerprint(url, method, body))
 
+    def unsettle(self, url: str, method: str = "GET", body: bytes = b"") -> None:
+        """A request settled and not reported yet goes out after all (fetched back): its
+        settling must not take out the journal entry written for it again."""
+        fp = self.fingerprint(url, method, body)
+        self._settled = [settled for settled in self._settled if settled != fp]
+
     def flush(self) -> None:
         """Report the outlinks sent and requests settled since the last claim (as the spider
         goes idle, and at the end of the crawl)."""

@@ -327,18 +327,33 @@ class WorkSharing:
         self._looked_since_beat = True
         requests = []
         journaled: dict[bytes, bytes] = {}
+        unfiled: list[bytes] = []  # journaled by the pop, never filed: dropped, or a copy
         for raw in taken:
             try:
                 request = decode_request(raw, spider)
             except Exception:  # one bad entry (another spider's version?) must not cost the rest
                 self.unreadable += 1
                 logger.exception("dropping a shared request this spider cannot read: %.200r", raw)
+                unfiled.append(raw)
                 continue
             requests.append(request)
             if self.fingerprint is not None:
-                journaled[self.fingerprint(request)] = raw
+                fp = self.fingerprint(request)
+                if fp in journaled and journaled[fp] != raw:
+                    unfiled.append(journaled[fp])
+                journaled[fp] = raw
         self._remember_taken(journaled)
+        if unfiled and self.fingerprint is not None:
+            self._forget_unfiled(unfiled)
         return requests
+
+    def _forget_unfiled(self, unfiled: list[bytes]) -> None:
+        """Out of the journal: what the pop journaled and this process will not send."""
+        try:
+            self.store.forget(self.token, unfiled)
+        except Exception as exc:
+            logger.warning("%d requests dropped stay in this process's journal: %s",
+                           len(unfiled), exc)  # fmt: skip
 
     def journal_again(self, requests: Sequence[Any], spider: Any) -> None:
         """Requests this process claimed and settled before (a skip) that go out after all

@@ -274,10 +274,12 @@ class RedisPeerStore:
             taken, self._extra = self._extra[:count], self._extra[count:]
             return taken
         key, self._unpopped = self._unpopped or self._replies.new_key(), None
-        self._journal = [journal_key(self.crawl_id, token)] if token is not None else []
+        journal = [journal_key(self.crawl_id, token)] if token is not None else []
+        if journal:  # kept for close()'s give-back (its own pop, a resend, has no token)
+            self._journal = journal
         with translated(self.url):
             try:
-                keys = [self.shared_key, *self._journal]
+                keys = [self.shared_key, *journal]
                 reply = self._replies.call(self._pop, key, keys, [count])
             except MAY_HAVE_RUN:
                 self._unpopped = key

@@ -503,7 +503,7 @@ def test_components_refuse_to_start_without_the_others() -> None:
 class UnreachableStore(MemoryPeerStore):
     """The crawl's peer table while Redis restarts."""
 
-    def pop(self, count: int) -> list[bytes]:
+    def pop(self, count: int, token: str | None = None) -> list[bytes]:
         raise ConnectionError("Redis is restarting")
 
 

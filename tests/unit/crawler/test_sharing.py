@@ -326,6 +326,21 @@ def test_what_a_process_takes_is_journaled_as_it_is_taken() -> None:
     assert plain.take(None, spider) and popped == ["taker", None]
 
 
+def test_what_the_pop_journaled_and_is_not_sent_leaves_the_journal() -> None:
+    """A request this spider cannot read is dropped, and of two copies of one request only
+    one is filed under its fingerprint: neither stays in the journal under itself, where a
+    take-over after every kill would hand it on again."""
+    clock, spider = Clock(), _spider()
+    store = JournalStore(clock)
+    taker = _journaling(store, "taker", clock)
+    first = encode_request(_request("http://a.test/x"), spider) or b""
+    copy = first.replace(b'"priority":0', b'"priority":1')
+    assert copy != first
+    store.push([b"not a request", first, copy])
+    assert [r.url for r in taker.take(None, spider)] == ["http://a.test/x"] * 2
+    assert store.journals["taker"] == {b"http://a.test/x": copy} and taker.unreadable == 1
+
+
 def test_requests_handed_over_leave_the_givers_journal() -> None:
     clock, spider = Clock(), _spider()
     store = JournalStore(clock)

@@ -20,6 +20,7 @@ from crawler.seen import CrawlSeen, MemorySeenStore
 from crawler.session import NeardupSession
 from crawler.spider import PAGE_META, NeardupSpider
 from dedup_worker.contract.checksum import content_checksum
+from dedup_worker.contract.reading import PageKey
 
 HTML = (
     b"<html><head><title>T</title></head><body><p>Hello <b>world</b></p>"
@@ -158,8 +159,9 @@ class SettledStore(MemorySeenStore):
 
 def test_a_request_that_ends_without_a_page_leaves_the_journal_with_its_redirects() -> None:
     """A 404, a body that is not HTML, and the URLs that redirected to a page will never be
-    pages: they leave the journal (a kill used to leave them to be fetched again for nothing).
-    A passing failure stays (a later run tries it again), and so does a page until decided."""
+    pages: they leave the journal (a kill used to leave them to be fetched again for nothing),
+    the redirects with their page's decision. A passing failure stays (a later run tries it
+    again), and so does a page until decided."""
     s = spider()
     session = NeardupSession.of(s.crawler)
     store = SettledStore()
@@ -177,5 +179,11 @@ def test_a_request_that_ends_without_a_page_leaves_the_journal_with_its_redirect
         middleware(s).process_spider_input(fetched)
         list(s.parse(fetched))
     seen.flush()
-    urls = ["http://a.test/moved", "http://a.test/gone", "http://a.test/r.pdf", "http://a.test/old"]
+    urls = ["http://a.test/moved", "http://a.test/gone", "http://a.test/r.pdf"]
+    assert store.settled == [seen.fingerprint(url) for url in urls]
+    # The page's redirect leaves with the page's decision, not before: the page itself may not
+    # be journaled (a retry's redirect passes the filter unclaimed).
+    session.links.settle_page(PageKey("http://a.test/new", 1.0))
+    seen.flush()
+    urls += ["http://a.test/new", "http://a.test/old"]
     assert store.settled == [seen.fingerprint(url) for url in urls]

@@ -3,6 +3,8 @@ the log of skips, the gate's side, the link scheduler's side."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from scrapy.exceptions import IgnoreRequest
 
@@ -135,6 +137,38 @@ def test_fetched_back_requests_go_out_past_the_filter_and_take_a_place_in_the_bu
     assert plugin.stat("dedup/requests_fetched_back") == 2 and links.budget.spent == 2
     # Settled as skips, they are journaled again: a kill before their decisions loses nothing.
     assert sorted(store.journals["this"]) == [b"http://a.test/1", b"http://a.test/2"]
+
+
+def test_a_skip_fetched_back_before_its_settling_was_reported_stays_in_the_journal() -> None:
+    """A skip leaves the journal with the next claim; fetched back before that claim (no
+    link claimed in between), it was journaled again first and the claim then took it out:
+    a kill before its decision lost it."""
+    plugin = Plugin()
+    links = plugin.session.links
+
+    class SkipAll(AdmitAll):
+        def admit_fetch(self, url: str) -> str | None:
+            return RULE
+
+    links.gate = SkipAll()
+    plugin.respond(requests("/1"))
+    plugin.decide(follow=True)
+    for request in list(plugin.engine.crawled):
+        with pytest.raises(IgnoreRequest, match="skipped"):
+            links.going_out(request)
+    links.sharing = WorkSharing(JournalStore(Clock()), "this", fingerprint=lambda r: r.url.encode())
+    links.fetch_back(["http://a.test/1"])
+    seen = plugin.session.seen()
+    reported: list[bytes] = []
+    claim_many = seen.store.claim_many
+
+    def recording(fps: Any, done: Any, requests: Any = None, settled: Any = ()) -> list[bool]:
+        reported.extend(settled)
+        return claim_many(fps, done, requests, settled)
+
+    seen.store.claim_many = recording  # type: ignore[method-assign]
+    seen.claim_many(["http://a.test/other"])
+    assert seen.fingerprint("http://a.test/1") not in reported
 
 
 def test_a_skip_being_fetched_right_now_is_not_fetched_back_again() -> None:
