@@ -17,7 +17,14 @@ from redis.crc import key_slot
 from crawler.seen import seen_key
 from crawler.seen_redis import RedisSeenStore
 from crawler.sharing import BUSY, HUNGRY, PEER_TIMEOUT, MemoryPeerStore, PeerStore
-from crawler.sharing_redis import RedisPeerStore, journal_key, peers_key, shared_key
+from crawler.sharing_redis import (
+    SCRIPT_CHUNK,
+    RedisPeerStore,
+    journal_key,
+    peers_key,
+    shared_key,
+    taken_over_key,
+)
 from neardup.stack import RedisCluster, RedisServer
 
 BACKENDS: list[Any] = [
@@ -90,6 +97,14 @@ def test_requests_are_taken_in_order_up_to_the_count(process: Processes) -> None
     assert taker.pop(5) == [b"r3"]
     assert taker.pop(5) == []
     assert taker.pop(0) == []
+
+
+def test_a_push_of_a_whole_queue_keeps_its_order(process: Processes) -> None:
+    """A stopping spider hands its whole queue over: SCRIPT_CHUNK requests a script call."""
+    giver, taker = process("a"), process("a")
+    queue = [b'{"url":"http://a.test/product/%d"}' % i for i in range(3 * SCRIPT_CHUNK + 5)]
+    giver.push(queue)
+    assert taker.pop(len(queue) + 1) == queue
 
 
 def test_two_takers_never_take_the_same_request(process: Processes) -> None:
@@ -207,7 +222,52 @@ def test_what_a_process_takes_is_in_its_journal_from_the_pop_on(
             store.close()
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_a_large_journal_is_taken_over_a_chunk_a_call_and_a_killed_taker_is_relayed(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A journal of thousands of numbered requests goes over in calls of SCRIPT_CHUNK (one
+    script for all held Redis for seconds: Lua's string table chokes on long strings alike but
+    for a few characters). A taker killed between two calls leaves the rest to the next one;
+    every request reaches the shared list once."""
+    crawl = f"c{uuid.uuid4().hex[:8]}-large"
+    if backend == "redis":
+        url, cluster = request.getfixturevalue("redis_server").url, False
+    else:
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
+    dead, killed_taker, taker = (
+        RedisPeerStore.from_url(url, crawl, cluster=cluster) for _ in range(3)
+    )
+    n = 4 * SCRIPT_CHUNK + 7
+    template = b'{"url":"http://a.test/product/%d","method":"GET"}'
+    owed = {b"fp%06d" % i: template % i for i in range(n)}
+    client: Any = dead._client
+    try:
+        client.hset(journal_key(crawl, "dead"), mapping=owed)
+        client.sadd(seen_key(crawl), *owed)
+        dead.beat("dead", BUSY)
+        time.sleep(0.3)
+        keys = [killed_taker.peers_key, killed_taker.shared_key, journal_key(crawl, "dead"),
+                seen_key(crawl), taken_over_key(journal_key(crawl, "dead"))]  # fmt: skip
+        args = ["dead", 0.2, "1", 64, "0"]  # one call of a take-over, as the store makes them
+        status, first, _ = killed_taker._take_over(keys=keys, args=args)
+        assert int(status) == 0 and 0 < int(first) < n  # then the taker is killed
+        assert taker.owes("dead") == n - int(first)
+        assert taker.take_over("dead", 0.2) == -1  # its row was marked a moment ago
+        time.sleep(0.3)
+        assert taker.take_over("dead", 0.2) == n - int(first)
+        shared = client.lrange(shared_key(crawl), 0, -1)
+        assert sorted(shared) == sorted(owed.values())  # each once
+        assert taker.owes("dead") == 0 and set(taker.beat("taker", BUSY)) == {"taker"}
+        assert taker.take_over("dead", 0.2) == -1
+    finally:
+        for store in (dead, killed_taker, taker):
+            store.close()
+
+
 def test_a_crawls_keys_share_one_cluster_slot_with_its_seen_set() -> None:
-    keys = (peers_key("x"), shared_key("x"), seen_key("x"), journal_key("x", "host:1:ab"))
+    journal = journal_key("x", "host:1:ab")
+    keys = (peers_key("x"), shared_key("x"), seen_key("x"), journal, taken_over_key(journal))
     slots = {key_slot(key.encode()) for key in keys}
     assert len(slots) == 1

@@ -23,7 +23,7 @@ from redis.retry import Retry
 
 from crawler.redis_replies import reply_prefix
 from crawler.seen_redis import RedisSeenStore
-from crawler.sharing_redis import RedisPeerStore
+from crawler.sharing_redis import SCRIPT_CHUNK, RedisPeerStore
 from dedup_worker.errors import BackendUnavailable
 from neardup.stack import RedisServer
 from tests.support.cutting_proxy import CuttingProxy
@@ -135,6 +135,18 @@ def test_a_push_whose_reply_was_lost_adds_its_requests_once(
     giver.push([b"r1", b"r2"])
     assert proxy.cut_replies == 1
     assert taker.pop(10) == [b"r0", b"r1", b"r2"]
+
+
+def test_a_push_of_several_calls_whose_first_reply_was_lost_adds_each_request_once(
+    proxy: CuttingProxy, redis_server: RedisServer, crawl_id: str
+) -> None:
+    giver, taker = _peers(proxy.url, crawl_id, resend=True), _peers(redis_server.url, crawl_id)
+    queue = [b"r%d" % i for i in range(2 * SCRIPT_CHUNK + 3)]  # three script calls
+    giver.push([b"w"])
+    proxy.cut_next_reply()
+    giver.push(queue)
+    assert proxy.cut_replies == 1
+    assert taker.pop(len(queue) + 2) == [b"w", *queue]
 
 
 def test_a_claim_that_raised_is_sent_again_when_its_links_are_asked_again(
