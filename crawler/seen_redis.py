@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, Replies
+from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, SCRIPT_CHUNK, Replies
 from crawler.seen import legacy_seen_key, seen_key
 from dedup_worker.adapters.redis_client import (
     BackendError,
@@ -242,10 +242,10 @@ class RedisSeenStore:
         if not fingerprints:
             return []
         if self._journal is None:
-            return self._claiming(self._add, [self.key], [], fingerprints, False)
+            return self._claiming(self._add, [self.key], [], [], fingerprints, False)
         journaled = requests or {}
         return self._claiming(
-            self._add, [self.key, self._journal], [], fingerprints, False,
+            self._add, [self.key, self._journal], [], [], fingerprints, False,
             lambda fresh: [journaled.get(fp, b"") for fp in fresh],
         )  # fmt: skip
 
@@ -270,13 +270,13 @@ class RedisSeenStore:
             if not fingerprints and not done:
                 return []
             head = [len(done), *done]
-            return self._claiming(self._claim, self._keys, head, fingerprints, bool(done))
+            return self._claiming(self._claim, self._keys, head, [0], fingerprints, bool(done))
         if not fingerprints and not done and not settled:
             return []
         keys = [*self._keys, self._journal]
         journaled = requests or {}
         return self._claiming(
-            self._claim, keys, [len(done), len(settled), *done, *settled], fingerprints,
+            self._claim, keys, [len(done), len(settled), *done, *settled], [0, 0], fingerprints,
             bool(done or settled), lambda fresh: [journaled.get(fp, b"") for fp in fresh],
         )  # fmt: skip
 
@@ -285,12 +285,14 @@ class RedisSeenStore:
         script: Any,
         keys: list[str],
         head: list[Any],
+        rest_head: list[Any],
         fingerprints: Sequence[bytes],
         reports: bool,
         tail: Callable[[list[bytes]], list[bytes]] | None = None,
     ) -> list[bool]:
         """Per fingerprint, whether this process claimed it. ``head``: the script's arguments
-        before the fingerprints, ``tail`` (of the fingerprints sent) those after them;
+        before the fingerprints (``rest_head`` for the calls after the first: the fingerprints
+        go ``SCRIPT_CHUNK`` a call), ``tail`` (of the fingerprints sent) those after them;
         ``reports``: the call has reports to make even with no fingerprint.
 
         A call whose connection failed may have run. When one of its fingerprints is asked
@@ -302,11 +304,15 @@ class RedisSeenStore:
         with translated(self.url):
             earlier, resent = self._resend(set(fingerprints))
             fresh = [fp for fp in fingerprints if fp not in earlier]
-            after = tail(fresh) if tail is not None else []
-            args = [*head, *fresh, *after]
-            sent = self._send(script, keys, args, fresh) if fresh or reports else []
+            sent = []
+            for lo in range(0, len(fresh), SCRIPT_CHUNK) if fresh else [0] if reports else []:
+                part = fresh[lo : lo + SCRIPT_CHUNK]
+                after = tail(part) if tail is not None else []
+                args = [*(head if lo == 0 else rest_head), *part, *after]
+                sent.append((args, part))
+            replies_sent = self._send(script, keys, sent)
             self._settle(resent, set(fingerprints))
-        replies = iter(sent)
+        replies = iter(replies_sent)
         from_earlier = set(earlier)
         # A fingerprint listed twice is claimed the first time only (as SADD answers).
         return [
@@ -349,17 +355,29 @@ class RedisSeenStore:
                 logger.warning("could not un-claim %d URLs nobody asked for: %s", len(unasked), exc)
 
     def _send(
-        self, script: Any, keys: list[str], args: list[Any], fingerprints: list[bytes]
+        self, script: Any, keys: list[str], calls: list[tuple[list[Any], list[bytes]]]
     ) -> list[Any]:
-        key = self._replies.new_key()
+        """Run ``script`` once per (arguments, fingerprints) of ``calls``, in order; the
+        replies, concatenated. If one raises, the calls that ran are kept with it, their
+        replies in Redis: a fingerprint of theirs asked again gets their answer, as one of the
+        failed call's does (:meth:`_resend`)."""
+        done: list[_Unanswered] = []
+        replies: list[Any] = []
         try:
-            replies = list(self._replies.call(script, key, keys, args))
-        except MAY_HAVE_RUN:
-            self._unanswered.append(_Unanswered(script, key, keys, args, fingerprints))
-            if len(self._unanswered) > _UNANSWERED_LIMIT:
+            for args, fingerprints in calls:
+                call = _Unanswered(script, self._replies.new_key(), keys, args, fingerprints)
+                try:
+                    replies += self._replies.call(script, call.key, keys, args)
+                except MAY_HAVE_RUN:
+                    done.append(call)
+                    raise
+                done.append(call)
+        except Exception:
+            self._unanswered += done
+            while len(self._unanswered) > _UNANSWERED_LIMIT:
                 self._replies.answered(self._unanswered.pop(0).key)  # given up: as before
             raise
-        self._replies.answered(key)
+        self._replies.answered(*(call.key for call in done))
         return replies
 
     def contains_many(self, fingerprints: Sequence[bytes]) -> list[bool]:

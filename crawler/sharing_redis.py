@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Self
 
-from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, Replies
+from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, SCRIPT_CHUNK, Replies
 from crawler.seen import check_crawl_id, seen_key
 from crawler.sharing import Peer
 from dedup_worker.adapters.redis_client import (
@@ -29,14 +29,6 @@ from dedup_worker.adapters.redis_client import (
 from dedup_worker.errors import NeardupError
 
 logger = logging.getLogger(__name__)
-
-#: Requests a take-over moves per script call, and a push sends per script call. Lua 5.1
-#: hashes a long string from about 32 of its characters: request JSONs that differ only in a
-#: few (numbered URLs: /product/1, /product/2, ...) collide in its string table, so a script
-#: that holds many of them takes time quadratic in their number (measured on redis-server 6.2:
-#: a journal of 30,000 such requests took over in 2.4 s in one script, of 100,000 in 55 s, all
-#: that while Redis answers nobody else). A few hundred a call keep each call short.
-SCRIPT_CHUNK = 256
 
 #: Take over a killed process's journal, a chunk a call: the requests it claimed and had not
 #: sent, and those it sent whose page was not decided yet (their outlinks were in its memory

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
+from crawler.redis_replies import SCRIPT_CHUNK
 from crawler.seen import seen_key
 from crawler.seen_redis import RedisSeenStore
 from crawler.sharing import BUSY, HUNGRY, PEER_TIMEOUT, MemoryPeerStore, PeerStore
 from crawler.sharing_redis import (
-    SCRIPT_CHUNK,
     RedisPeerStore,
     journal_key,
     peers_key,

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from crawler.redis_replies import reply_prefix
+from crawler.redis_replies import SCRIPT_CHUNK, reply_prefix
 from crawler.seen_redis import RedisSeenStore
-from crawler.sharing_redis import SCRIPT_CHUNK, RedisPeerStore
+from crawler.sharing_redis import RedisPeerStore
 from dedup_worker.errors import BackendUnavailable
 from neardup.stack import RedisServer
 from tests.support.cutting_proxy import CuttingProxy
@@ -166,6 +167,32 @@ def test_a_claim_that_raised_is_sent_again_when_its_links_are_asked_again(
     assert seen.claim_many([FP], []) == [True]
     assert other.contains_many([FP, OTHER_FP]) == [True, False]  # nobody asked: un-claimed
     assert other.in_flight() == (2, 0)  # the warm-up went out with the failed call
+
+
+def test_a_claim_of_several_calls_that_failed_midway_answers_for_each_when_asked_again(
+    redis_server: RedisServer, crawl_id: str
+) -> None:
+    """A claim goes SCRIPT_CHUNK fingerprints a call. When the second call's reply is lost,
+    the first call's claims are this process's too: asked again (the next poll), each gets
+    its call's kept answer, not "claimed elsewhere" (then nobody would fetch it)."""
+    seen, other = _seen(redis_server.url, crawl_id), _seen(redis_server.url, crawl_id)
+    fps = [b"%016d" % i for i in range(SCRIPT_CHUNK + 10)]  # two calls
+    call = seen._replies.call
+    made: list[int] = []
+
+    def losing_the_second_reply(*args: Any) -> Any:
+        reply = call(*args)
+        made.append(1)
+        if len(made) == 2:
+            raise redis.exceptions.ConnectionError("the reply was lost")
+        return reply
+
+    seen._replies.call = losing_the_second_reply  # type: ignore[method-assign]
+    with pytest.raises(BackendUnavailable):
+        seen.claim_many(fps, [])
+    seen._replies.call = call  # type: ignore[method-assign]
+    assert seen.claim_many(fps, []) == [True] * len(fps)
+    assert other.claim_many(fps[:1] + fps[-1:], []) == [False, False]
 
 
 def test_a_claim_that_raised_before_it_ran_runs_when_asked_again(
