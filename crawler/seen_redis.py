@@ -373,9 +373,13 @@ class RedisSeenStore:
                     raise
                 done.append(call)
         except Exception:
-            self._unanswered += done
-            while len(self._unanswered) > _UNANSWERED_LIMIT:
-                self._replies.answered(self._unanswered.pop(0).key)  # given up: as before
+            # Give up older calls beyond the limit, never one of this claim's: given up, a call
+            # that ran leaves its links claimed with nobody to fetch them.
+            excess = min(len(self._unanswered) + len(done) - _UNANSWERED_LIMIT,
+                          len(self._unanswered))  # fmt: skip
+            for call in self._unanswered[: max(excess, 0)]:
+                self._replies.answered(call.key)
+            self._unanswered = self._unanswered[max(excess, 0) :] + done
             raise
         self._replies.answered(*(call.key for call in done))
         return replies

@@ -242,10 +242,12 @@ class RedisPeerStore:
     def leave(self, token: str) -> None:
         """Out of the table, and its journal gone: a process leaving has handed over, or
         un-claimed, what it owed."""
+        journal = journal_key(self.crawl_id, token)
         with translated(self.url):
             pipe = self._client.pipeline(transaction=False)
             pipe.hdel(self.peers_key, token)
-            pipe.delete(journal_key(self.crawl_id, token))
+            pipe.delete(journal)
+            pipe.delete(taken_over_key(journal))  # what a take-over left when it beat again
             pipe.execute()
 
     def take_over(self, token: str, timeout: float) -> int:
@@ -301,7 +303,7 @@ class RedisPeerStore:
             try:
                 for key, items in calls:
                     self._replies.call(self._push, key, [self.shared_key], items)
-            except MAY_HAVE_RUN:
+            except Exception:  # sent again, the calls that ran answer from their kept replies
                 self._unpushed = calls
                 raise
         self._replies.answered(*(key for key, _ in calls))

@@ -266,6 +266,38 @@ def test_a_large_journal_is_taken_over_a_chunk_a_call_and_a_killed_taker_is_rela
             store.close()
 
 
+@pytest.mark.integration
+def test_a_process_that_beats_again_during_its_take_over_stops_it(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Only slow (a stop of the world), it beats again between two calls: the take-over
+    stops, and what it left goes with the process's clean leave."""
+    crawl = f"c{uuid.uuid4().hex[:8]}-slow"
+    url = request.getfixturevalue("redis_server").url
+    slow, taker = (RedisPeerStore.from_url(url, crawl) for _ in range(2))
+    journal = journal_key(crawl, "slow")
+    owed = {b"fp%06d" % i: b'{"url":"http://a.test/product/%d"}' % i for i in range(600)}
+    client: Any = slow._client
+    try:
+        client.hset(journal, mapping=owed)
+        client.sadd(seen_key(crawl), *owed)
+        slow.beat("slow", BUSY)
+        time.sleep(0.3)
+        keys = [taker.peers_key, taker.shared_key, journal, seen_key(crawl),
+                taken_over_key(journal)]  # fmt: skip
+        status, moved, cursor = taker._take_over(keys=keys, args=["slow", 0.2, "1", 64, "0"])
+        assert int(status) == 0 and 0 < int(moved) < len(owed)
+        slow.beat("slow", BUSY)  # back
+        args = ["slow", 0.2, "0", 64, cursor]
+        assert int(taker._take_over(keys=keys, args=args)[0]) == -1
+        assert taker.owes("slow") == len(owed) - int(moved)
+        slow.leave("slow")
+        assert taker.owes("slow") == 0
+    finally:
+        for store in (slow, taker):
+            store.close()
+
+
 def test_a_crawls_keys_share_one_cluster_slot_with_its_seen_set() -> None:
     journal = journal_key("x", "host:1:ab")
     keys = (peers_key("x"), shared_key("x"), seen_key("x"), journal, taken_over_key(journal))

@@ -25,6 +25,7 @@ from redis.retry import Retry
 from crawler.redis_replies import SCRIPT_CHUNK, reply_prefix
 from crawler.seen_redis import RedisSeenStore
 from crawler.sharing_redis import RedisPeerStore
+from dedup_worker.adapters.redis_client import BackendError
 from dedup_worker.errors import BackendUnavailable
 from neardup.stack import RedisServer
 from tests.support.cutting_proxy import CuttingProxy
@@ -169,25 +170,52 @@ def test_a_claim_that_raised_is_sent_again_when_its_links_are_asked_again(
     assert other.in_flight() == (2, 0)  # the warm-up went out with the failed call
 
 
-def test_a_claim_of_several_calls_that_failed_midway_answers_for_each_when_asked_again(
+def test_a_push_of_several_calls_refused_midway_adds_each_request_once_when_sent_again(
     redis_server: RedisServer, crawl_id: str
 ) -> None:
-    """A claim goes SCRIPT_CHUNK fingerprints a call. When the second call's reply is lost,
-    the first call's claims are this process's too: asked again (the next poll), each gets
-    its call's kept answer, not "claimed elsewhere" (then nobody would fetch it)."""
+    """The second of three calls refused (an error reply, e.g. Redis out of memory): the
+    outbox is pushed again by the next flush, and the first call, which ran, answers from its
+    kept reply instead of adding its requests a second time."""
+    giver, taker = _peers(redis_server.url, crawl_id), _peers(redis_server.url, crawl_id)
+    queue = [b"r%d" % i for i in range(2 * SCRIPT_CHUNK + 3)]
+    call = giver._replies.call
+    made: list[int] = []
+
+    def refusing_the_second(*args: Any) -> Any:
+        made.append(1)
+        if len(made) == 2:
+            raise redis.exceptions.ResponseError("OOM command not allowed")
+        return call(*args)
+
+    giver._replies.call = refusing_the_second  # type: ignore[method-assign]
+    with pytest.raises(BackendError):
+        giver.push(queue)
+    giver._replies.call = call  # type: ignore[method-assign]
+    giver.push(queue)
+    assert taker.pop(len(queue) + 1) == queue
+
+
+@pytest.mark.parametrize("lost", [2, 70])
+def test_a_claim_of_several_calls_that_failed_midway_answers_for_each_when_asked_again(
+    redis_server: RedisServer, crawl_id: str, lost: int
+) -> None:
+    """A claim goes SCRIPT_CHUNK fingerprints a call. When a later call's reply is lost, the
+    earlier calls' claims are this process's too: asked again (the next poll), each gets its
+    call's kept answer, not "claimed elsewhere" (then nobody would fetch it), however many
+    calls the claim made (more than the 64 failed calls a store keeps)."""
     seen, other = _seen(redis_server.url, crawl_id), _seen(redis_server.url, crawl_id)
-    fps = [b"%016d" % i for i in range(SCRIPT_CHUNK + 10)]  # two calls
+    fps = [b"%016d" % i for i in range((lost - 1) * SCRIPT_CHUNK + 10)]  # the last call's lost
     call = seen._replies.call
     made: list[int] = []
 
-    def losing_the_second_reply(*args: Any) -> Any:
+    def losing_a_reply(*args: Any) -> Any:
         reply = call(*args)
         made.append(1)
-        if len(made) == 2:
+        if len(made) == lost:
             raise redis.exceptions.ConnectionError("the reply was lost")
         return reply
 
-    seen._replies.call = losing_the_second_reply  # type: ignore[method-assign]
+    seen._replies.call = losing_a_reply  # type: ignore[method-assign]
     with pytest.raises(BackendUnavailable):
         seen.claim_many(fps, [])
     seen._replies.call = call  # type: ignore[method-assign]
