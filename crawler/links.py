@@ -125,6 +125,7 @@ class LinkScheduler(LinksLeft):
                 self.crawler.engine.crawl(item.request)
         self.stats.inc_value("dedup/requests_released_unpublished", len(held))
         self.verdicts.resolve(key, None)
+        self.settle_page(key)  # its requests are claimed as they go out: it owes nothing more
 
     def hold(self, key: PageKey, request: Any) -> bool:
         """Hold ``request`` until page ``key``'s decision; False: let it through now."""

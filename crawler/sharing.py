@@ -95,10 +95,10 @@ class PeerStore(Protocol):
         processes never take the same one); with ``token``, into that process's journal in
         the same step, each under itself until :meth:`remember` files it."""
 
-    def take_over(self, token: str, timeout: float) -> int:
+    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
         """If ``token`` has not beaten for ``timeout`` seconds (checked again, atomically): the
         requests of its journal still in flight go to the shared list, its journal and its row
-        go; how many went (-1: it is alive)."""
+        go; how many went (-1: it is alive). ``taker`` (with its ``state``) beats as it goes."""
 
     def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
         """Out of ``token``'s journal: requests handed over (the shared list holds them)."""
@@ -135,7 +135,7 @@ class MemoryPeerStore:
     def pop(self, count: int, token: str | None = None) -> list[bytes]:
         return [self.shared.popleft() for _ in range(min(count, len(self.shared)))]
 
-    def take_over(self, token: str, timeout: float) -> int:
+    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
         """No journals in memory (nobody claims for a process here but itself)."""
         row = self.peers.get(token)
         if row is None or self.clock() - row[1] <= timeout:
@@ -228,7 +228,7 @@ class WorkSharing:
     def _take_over(self, token: str) -> None:
         """A process that stopped beating was killed (one that stops leaves the table): what
         it had claimed and not sent goes to the shared list, for whichever process is idle."""
-        moved = self.store.take_over(token, PEER_TIMEOUT)
+        moved = self.store.take_over(token, PEER_TIMEOUT, self.token, self.state)
         if moved > 0:
             self.taken_from_killed += moved
             self._found_empty_at = None

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 #: ARGV[3]   "1" for the first call of a take-over, else "0"
 #: ARGV[4]   how many entries to move at most (HSCAN's COUNT)
 #: ARGV[5]   the HSCAN cursor the previous call returned ("0" to start)
+#: ARGV[6]   (optional) the taker's token, ARGV[7] its state: each call is a beat of the taker
+#:           too, so a long take-over (a large journal, a slow link) does not age it out
 #:
 #: The first call checks the death at the server's time (another process may have taken it
 #: over, or the process beat again); every call marks the row "taking <now>", so nobody takes
@@ -61,6 +63,9 @@ if not row then
 end
 local t = redis.call('TIME')
 local now = t[1] + t[2] / 1e6
+if ARGV[6] and ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[6], string.format('%s %d.%06d', ARGV[7], t[1], t[2]))
+end
 if ARGV[3] == '1' then
   local at = tonumber(string.match(row, ' (.*)$') or '')
   if at and now - at <= tonumber(ARGV[2]) then
@@ -250,13 +255,14 @@ class RedisPeerStore:
             pipe.delete(taken_over_key(journal))  # what a take-over left when it beat again
             pipe.execute()
 
-    def take_over(self, token: str, timeout: float) -> int:
+    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
         journal = journal_key(self.crawl_id, token)
         keys = [self.peers_key, self.shared_key, journal, self._seen_key, taken_over_key(journal)]
         moved, first, cursor = 0, "1", "0"
         with translated(self.url):
             while True:
                 args: list[str | float] = [token, timeout, first, SCRIPT_CHUNK, cursor]
+                args += [taker, state]
                 status, count, cursor = self._take_over(keys=keys, args=args)
                 if int(status) < 0:
                     return moved if first == "0" else -1

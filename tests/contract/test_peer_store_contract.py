@@ -254,9 +254,10 @@ def test_a_large_journal_is_taken_over_a_chunk_a_call_and_a_killed_taker_is_rela
         status, first, _ = killed_taker._take_over(keys=keys, args=args)
         assert int(status) == 0 and 0 < int(first) < n  # then the taker is killed
         assert taker.owes("dead") == n - int(first)
-        assert taker.take_over("dead", 0.2) == -1  # its row was marked a moment ago
+        assert taker.take_over("dead", PEER_TIMEOUT) == -1  # its row was marked a moment ago
         time.sleep(0.3)
-        assert taker.take_over("dead", 0.2) == n - int(first)
+        assert taker.take_over("dead", 0.2, "taker", BUSY) == n - int(first)
+        assert client.hget(peers_key(crawl), "taker").startswith(b"busy ")  # it beat meanwhile
         shared = client.lrange(shared_key(crawl), 0, -1)
         assert sorted(shared) == sorted(owed.values())  # each once
         assert taker.owes("dead") == 0 and set(taker.beat("taker", BUSY)) == {"taker"}

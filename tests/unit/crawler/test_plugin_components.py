@@ -30,6 +30,7 @@ from crawler.session import NeardupSession, missing_components
 from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.errors import BackendUnavailable
+from tests.unit.crawler.test_spider import SettledStore
 
 PLUGIN = {
     "NEARDUP_KAFKA_BOOTSTRAP": "127.0.0.1:1",
@@ -382,7 +383,11 @@ def test_an_extractor_that_raises_is_logged_with_the_url_and_the_crawl_goes_on(
 
 
 def test_a_publication_that_fails_lets_the_requests_go_undecided() -> None:
+    """... and the page leaves the journal with the next claim (it stayed, to be fetched
+    again after a kill, though its requests had gone out claimed)."""
     plugin = Plugin()
+    store = SettledStore()
+    plugin.session._seen = seen = CrawlSeen(store)
     plugin.respond(requests("/1"))
     page = plugin.publisher.pages[-1]
     plugin.session.links.publish_failed(
@@ -390,6 +395,8 @@ def test_a_publication_that_fails_lets_the_requests_go_undecided() -> None:
     )
     assert [r.url for r in plugin.engine.crawled] == ["http://a.test/1"]
     assert plugin.stat("dedup/requests_released_unpublished") == 1
+    seen.flush()
+    assert seen.fingerprint(page.url) in store.settled
 
 
 def test_held_requests_of_pages_without_a_decision_survive_a_stop_with_jobdir(

@@ -275,7 +275,7 @@ class JournalStore(MemoryPeerStore):
     def owes(self, token: str) -> int:
         return len(self.journals.get(token, {}))
 
-    def take_over(self, token: str, timeout: float) -> int:
+    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
         if super().take_over(token, timeout) < 0:
             return -1
         moved = list(self.journals.pop(token, {}).values())
