@@ -45,7 +45,12 @@ class SeenFilter:
             seen.used(request.url, request.method, request.body)
             return False
         journaled = self.session.links.journal_entry(request)
-        return seen.request_seen(request.url, request.method, request.body, journaled)
+        filtered = seen.request_seen(request.url, request.method, request.body, journaled)
+        if filtered and request.meta.get("redirect_urls"):
+            # A redirect to a URL claimed already: its claimant fetches it, so the URLs that
+            # led here will be no page of this process's (they leave its journal).
+            self.session.links.redirect_filtered(request)
+        return filtered
 
     def log(self, request: Any, spider: Any) -> None:
         if self.debug or not self._logged:

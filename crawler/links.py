@@ -256,6 +256,11 @@ class LinkScheduler(LinksLeft):
             chain = [(url, request.method, request.body) for url in urls]
             self._redirected.setdefault(request.url, []).extend(chain)
 
+    def redirect_filtered(self, request: Any) -> None:
+        """``request``, a redirect's target, was claimed already (its claimant fetches it): the
+        URLs that redirected to it leave this process's journal with the next claim."""
+        self._settle_all(request.meta.get("redirect_urls", ()), request)
+
     def _settle_all(self, urls: Sequence[str], request: Any) -> None:
         seen = self._seen()
         for url in urls:

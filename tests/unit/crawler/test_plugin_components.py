@@ -584,6 +584,21 @@ def test_links_whose_claim_keeps_failing_are_given_up_after_the_decision_timeout
     assert plugin.stat("dedup/links_given_up") == 2 and plugin.engine.crawled == []
 
 
+def test_a_redirect_to_a_url_claimed_already_takes_its_origin_out_of_the_journal() -> None:
+    """The target's claimant fetches it: the URL that redirected there will be no page of
+    this process (it stayed journaled, to be fetched again after a kill)."""
+    plugin = Plugin()
+    store = SettledStore()
+    plugin.session._seen = seen = CrawlSeen(store)
+    dupefilter = SeenFilter(plugin.crawler, plugin.session)
+    assert CrawlSeen(store).claim_many(["http://a.test/target"]) == [True]  # another process
+    redirect = Request("http://a.test/target", meta={"redirect_urls": ["http://a.test/origin"]})
+    assert dupefilter.request_seen(redirect)
+    assert not dupefilter.request_seen(Request("http://a.test/fresh"))
+    seen.flush()
+    assert store.settled == [seen.fingerprint("http://a.test/origin")]
+
+
 def test_a_request_sent_past_the_filter_passes_once_and_its_redirects_are_filtered() -> None:
     """Re-sent claimed requests (fetched ahead, standing by, fetched back, taken from a peer,
     resumed) used ``dont_filter=True``, which Scrapy's redirect copies: a re-sent ``/docs``
