@@ -15,9 +15,11 @@ correction has no sample to judge by). Only :meth:`apply` (the extension's poll,
 reactor) schedules anything.
 
 How a link then goes out (the budget, likely duplicates waiting for the crawl's idle moment
-under it, links handed to the crawl's other processes) is :class:`crawler.links_out.LinksOut`;
-what a process stopped before the end leaves to the crawl, and what the run that takes it does
-with it, :class:`crawler.links_left.LinksLeft`.
+under it, links handed to the crawl's other processes, links sent ahead of their turn or back
+after a wrong skip) is :class:`crawler.links_out.LinksOut`; what a process stopped before the
+end leaves to the crawl, and what the run that takes it does with it,
+:class:`crawler.links_left.LinksLeft`; when a request leaves the crawl's journal,
+:class:`crawler.links_journal.LinksJournal`.
 """
 
 from __future__ import annotations
@@ -55,11 +57,12 @@ from crawler.judging import (
     OutlinkJudge,
     RequestGate,
 )
+from crawler.links_journal import LinksJournal
 from crawler.links_left import LinksLeft
 from crawler.links_out import LINK_META, Want
 from crawler.scope import Scope
-from crawler.seen import CrawlSeen, past_the_filter
-from crawler.sharing import WorkSharing, encode_request
+from crawler.seen import CrawlSeen
+from crawler.sharing import WorkSharing
 from crawler.skipped import SkippedRequests
 from crawler.urls import canonicalize_url
 from crawler.verdicts import VerdictWaiters
@@ -72,7 +75,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LINK_META", "LinkScheduler", "Want"]
 
 
-class LinkScheduler(LinksLeft):
+class LinkScheduler(LinksLeft, LinksJournal):
     """Held requests in, scheduled requests out (see the module docstring)."""
 
     def __init__(self, crawler: Any, config: CrawlConfig, seen: Callable[[], CrawlSeen]) -> None:
@@ -95,9 +98,7 @@ class LinkScheduler(LinksLeft):
         self._wanting: set[str] = set()  # canonical URLs wanted by the poll being applied
         self._claim_failed: list[Want] = []  # wanted links whose claim failed: next poll
         self._claim_failed_at: float | None = None  # monotonic time of the first failure
-        # The URLs that redirected to a page (url, method, body), by the page's URL, until its
-        # decision settles them with it.
-        self._redirected: dict[str, list[tuple[str, str, bytes]]] = {}
+        self._redirected: dict[str, list[tuple[str, str, bytes]]] = {}  # see LinksJournal
         self.queued = Queued()  # released requests in the scheduler, to fetch one ahead
         self.skipped = SkippedRequests()  # requests the gate skipped, to fetch one back
         self.failed = FailedFetches()  # requests whose download failed, for a later run
@@ -231,41 +232,6 @@ class LinkScheduler(LinksLeft):
             self._want(wanted, item, source, level)
         self._schedule(wanted)
 
-    def settle_page(self, source: PageKey) -> None:
-        """Page ``source`` leaves this process's journal with the next claim: its outlinks
-        are claimed (journaled), or dropped, or kept back by the rules (not for a recovery
-        to fetch)."""
-        seen = self._seen()
-        seen.settle(source.url)
-        for url, method, body in self._redirected.pop(source.url, ()):
-            seen.settle(url, method, body)
-
-    def never_a_page(self, request: Any) -> None:
-        """``request`` ended without a page (an HTTP error status, a body that is not HTML):
-        it leaves this process's journal with the next claim, and so do the URLs that
-        redirected to it. Taken over after a kill, it was fetched again for nothing."""
-        self._settle_all([*request.meta.get("redirect_urls", ()), request.url], request)
-
-    def redirected(self, request: Any) -> None:
-        """A page came for ``request``: the URLs that redirected to it will never be pages. They
-        leave the journal with the page's decision (:meth:`settle_page`), not before: the page
-        itself may not be journaled (a retry's redirect passes the filter unclaimed), and a kill
-        before its decision must leave the chain's first URL to be taken over."""
-        urls = request.meta.get("redirect_urls", ())
-        if urls:
-            chain = [(url, request.method, request.body) for url in urls]
-            self._redirected.setdefault(request.url, []).extend(chain)
-
-    def redirect_filtered(self, request: Any) -> None:
-        """``request``, a redirect's target, was claimed already (its claimant fetches it): the
-        URLs that redirected to it leave this process's journal with the next claim."""
-        self._settle_all(request.meta.get("redirect_urls", ()), request)
-
-    def _settle_all(self, urls: Sequence[str], request: Any) -> None:
-        seen = self._seen()
-        for url in urls:
-            seen.settle(url, request.method, request.body)
-
     def _holds(self, source: PageKey) -> bool:
         holds = getattr(self.judge, "holds", None)  # a judge of one's own keeps nothing back
         return bool(holds(source)) if holds is not None else False
@@ -329,22 +295,6 @@ class LinkScheduler(LinksLeft):
         answers = iter(seen.claim(fps, self._journaled(fps, filtered)))
         return [True if r.dont_filter else next(answers) for r in requests]
 
-    def journal_entry(self, request: Any) -> bytes | None:
-        """``request`` as this process's journal keeps it (None: it journals nothing)."""
-        if self.sharing is None or self.sharing.fingerprint is None:
-            return None
-        return encode_request(request, self.crawler.spider)
-
-    def _journaled(self, fps: list[bytes], requests: list[Any]) -> dict[bytes, bytes] | None:
-        """The requests as the crawl's journal keeps them, when this process journals (see
-        ``crawler.sharing``): what a killed process's journal gives back to the crawl."""
-        if self.sharing is None or self.sharing.fingerprint is None:
-            return None
-        seen, spider = self._seen(), self.crawler.spider
-        fresh = [(fp, r) for fp, r in zip(fps, requests, strict=True) if not seen.knows(fp)]
-        encoded = ((fp, encode_request(r, spider)) for fp, r in fresh)
-        return {fp: raw for fp, raw in encoded if raw is not None}
-
     def _suppress(self, held: Iterable[Held], urls: Iterable[str], depth: int) -> None:
         """Requests not followed (in scope: counted as saved if nobody fetches them) and
         cancelled links (``urls``, in scope when they were released)."""
@@ -398,50 +348,6 @@ class LinkScheduler(LinksLeft):
             self.stats.inc_value("dedup/release_errors")
             logger.warning("fetching cancelled %s: its release failed: %s", request.url, exc)
             return False
-
-    def fetch_ahead(self, url: str) -> bool:
-        """Send canonical ``url``'s request, waiting in this process's scheduler, out now,
-        ahead of its turn (:mod:`crawler.ahead`); False if no such request waits here."""
-        request = self.queued.get(url)
-        if request is None or not self.crawler.crawling or not self.ledger.waiting(request.url):
-            return False
-        self.queued.sent_ahead(url)
-        first = request.priority + self.config.priority_levels + 1  # above every level
-        meta = {**request.meta, AHEAD_META: True}
-        self.crawler.engine.crawl(past_the_filter(request, priority=first, meta=meta))
-        self.stats.inc_value("dedup/requests_fetched_ahead")
-        return True
-
-    def fetch_back(self, urls: Iterable[str]) -> None:
-        """Send out requests the gate skipped or a group dropped, by canonical URL: their rule
-        turned out wrong (:mod:`crawler.rules.fetch_back`). One never claimed is claimed first
-        (one round trip), and left alone if another link claimed it meanwhile: it was fetched,
-        or is on its way. Each takes a place in the budget."""
-        kept = [k for url in urls if (k := self.skipped.pop(url)) is not None]
-        if not self.crawler.crawling:
-            return
-        # Queued here by another link: it goes out in its turn.
-        kept = [(r, claimed) for r, claimed in kept if not self.ledger.waiting(r.url)]
-        unclaimed = [request for request, claimed in kept if not claimed]
-        fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())  # journaled there
-        if self.sharing is not None:  # a skip left the journal: back in, till its decision
-            again = [r for r, claimed in kept if claimed]
-            for request in again:  # a skip's settling not reported yet must not undo that
-                self._seen().unsettle(request.url, request.method, request.body)
-            self.sharing.journal_again(again, self.crawler.spider)
-        for request, claimed in kept:
-            if not claimed and not next(fresh):
-                continue
-            if not self.take_budget():
-                self._over_budget(request)  # stands by, deferred or un-claimed: never lost
-                continue
-            # Claimed by us before: past the filter. Claimed just now: the filter lets it by.
-            if claimed:
-                self._send_claimed(request)
-            else:
-                request.meta[LINK_META] = True
-                self.crawler.engine.crawl(request)
-            self.stats.inc_value("dedup/requests_fetched_back")
 
     def paced(self) -> list[Any]:
         """The requests the gate holds back just before fetching (for a ``JOBDIR`` resume)."""

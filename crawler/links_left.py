@@ -33,7 +33,6 @@ class LinksLeft(LinksOut):
     judge: OutlinkJudge
     scope: Scope
     _ready: list[Outcome]
-    _claim: Callable[[Sequence[Any]], list[bool]]
     _released: Callable[[Any], bool]
     judge_again: Callable[[Sequence[DecidedPage]], None]
     release_held: Callable[[PageKey, Sequence[Held], int, float], None]

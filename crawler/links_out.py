@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.ahead import Queued
+from crawler.ahead import AHEAD_META, Queued
 from crawler.budget import PageBudget
 from crawler.config import CrawlConfig
 from crawler.failed import FailedFetches, afresh
@@ -59,6 +59,7 @@ class LinksOut:
     sharing: WorkSharing | None
     _seen: Callable[[], CrawlSeen]
     _claim_failed: list[Want]
+    _claim: Callable[[Sequence[Any]], list[bool]]
     _paced: dict[str, Any]
     _likely_later: list[Any]
     _claim_failed_at: float | None
@@ -280,3 +281,49 @@ class LinksOut:
                 self.stats.inc_value("dedup/requests_handed_over")
                 return
         self._seen().release(request.url, request.method, request.body)
+
+    # ---- out of turn: ahead of it, or back after a skip that was wrong --------------------
+
+    def fetch_ahead(self, url: str) -> bool:
+        """Send canonical ``url``'s request, waiting in this process's scheduler, out now,
+        ahead of its turn (:mod:`crawler.ahead`); False if no such request waits here."""
+        request = self.queued.get(url)
+        if request is None or not self.crawler.crawling or not self.ledger.waiting(request.url):
+            return False
+        self.queued.sent_ahead(url)
+        first = request.priority + self.config.priority_levels + 1  # above every level
+        meta = {**request.meta, AHEAD_META: True}
+        self.crawler.engine.crawl(past_the_filter(request, priority=first, meta=meta))
+        self.stats.inc_value("dedup/requests_fetched_ahead")
+        return True
+
+    def fetch_back(self, urls: Iterable[str]) -> None:
+        """Send out requests the gate skipped or a group dropped, by canonical URL: their rule
+        turned out wrong (:mod:`crawler.rules.fetch_back`). One never claimed is claimed first
+        (one round trip), and left alone if another link claimed it meanwhile: it was fetched,
+        or is on its way. Each takes a place in the budget."""
+        kept = [k for url in urls if (k := self.skipped.pop(url)) is not None]
+        if not self.crawler.crawling:
+            return
+        # Queued here by another link: it goes out in its turn.
+        kept = [(r, claimed) for r, claimed in kept if not self.ledger.waiting(r.url)]
+        unclaimed = [request for request, claimed in kept if not claimed]
+        fresh = iter(self._claim(unclaimed)) if unclaimed else iter(())  # journaled there
+        if self.sharing is not None:  # a skip left the journal: back in, till its decision
+            again = [r for r, claimed in kept if claimed]
+            for request in again:  # a skip's settling not reported yet must not undo that
+                self._seen().unsettle(request.url, request.method, request.body)
+            self.sharing.journal_again(again, self.crawler.spider)
+        for request, claimed in kept:
+            if not claimed and not next(fresh):
+                continue
+            if not self.take_budget():
+                self._over_budget(request)  # stands by, deferred or un-claimed: never lost
+                continue
+            # Claimed by us before: past the filter. Claimed just now: the filter lets it by.
+            if claimed:
+                self._send_claimed(request)
+            else:
+                request.meta[LINK_META] = True
+                self.crawler.engine.crawl(request)
+            self.stats.inc_value("dedup/requests_fetched_back")
