@@ -38,16 +38,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scrapy.utils.request import request_from_dict
+
+from crawler.peers_here import PausedPeers, alive_here, process_token
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +155,6 @@ class MemoryPeerStore:
         pass
 
 
-def process_token() -> str:
-    """This process in the peer table: host, pid and a random part (pids repeat)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 class WorkSharing:
     """One process's side of the sharing (see the module docstring)."""
 
@@ -170,13 +164,16 @@ class WorkSharing:
         token: str | None = None,
         timer: Callable[[], float] = time.monotonic,
         fingerprint: Callable[[Any], bytes] | None = None,
+        alive: Callable[[str], bool | None] = alive_here,
     ) -> None:
         """``fingerprint``: a request's seen-set fingerprint, when this process journals the
-        requests it claims (its requests handed over leave the journal)."""
+        requests it claims (its requests handed over leave the journal). ``alive``: whether a
+        silent peer's process still runs on this machine (:mod:`crawler.peers_here`)."""
         self.store = store
         self.token = token or process_token()
         self.timer = timer  # this process's own intervals: no step back when the clock is set
         self.fingerprint = fingerprint
+        self._paused = PausedPeers(alive)
         self._outbox_fps: list[bytes] = []
         self._beat_ok_at: float | None = None  # timer() of this process's last beat
         self._takes_over_from = 0.0  # timer() from which it takes silent peers over
@@ -222,7 +219,7 @@ class WorkSharing:
         if now < self._takes_over_from or self.fingerprint is None:
             return
         for token, peer in table.items():
-            if token != self.token and peer.age > PEER_TIMEOUT:
+            if token != self.token and peer.age > PEER_TIMEOUT and not self._paused(token):
                 self._take_over(token)
 
     def _take_over(self, token: str) -> None:
