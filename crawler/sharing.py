@@ -215,11 +215,15 @@ class WorkSharing:
             if token != self.token and peer.age <= PEER_TIMEOUT
         }
         self._may_give = GIVE_PER_BEAT * self.hungry_peers()
-        self._owing = self._silent_peer_owes()
+        self._owing = self._silent_peer_owes(table)
         if now < self._takes_over_from or self.fingerprint is None:
             return
         for token, peer in table.items():
-            if token != self.token and peer.age > PEER_TIMEOUT and not self._paused(token):
+            if (
+                token != self.token
+                and peer.age > PEER_TIMEOUT
+                and not self._paused(token, peer.age)
+            ):
                 self._take_over(token)
 
     def _take_over(self, token: str) -> None:
@@ -248,14 +252,20 @@ class WorkSharing:
         shared list)."""
         return self._owing
 
-    def _silent_peer_owes(self) -> bool:
+    def _silent_peer_owes(self, table: Mapping[str, Peer]) -> bool:
         """A peer that missed its beats and whose journal holds requests: killed (while idle,
         its last beat HUNGRY) with requests claimed; its journal is taken over once its beat
-        ages out (``beat``), so wait for that. A live idle peer beats at every look: however
+        ages out (``beat``), so wait for that; or paused on this machine, which keeps it a
+        while longer (``crawler.peers_here``). A live idle peer beats at every look: however
         stale its journal, two idle processes never wait for each other."""
         if self.fingerprint is None:
             return False
         silent = [token for token, peer in self._peers.items() if peer.age > SILENT_AFTER]
+        silent += [
+            token
+            for token, peer in table.items()
+            if token != self.token and peer.age > PEER_TIMEOUT and self._paused(token, peer.age)
+        ]
         return any(self.store.owes(token) for token in silent)
 
     def leave(self) -> None:
