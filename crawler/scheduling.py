@@ -53,6 +53,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["RESUME_FILE", "DecisionScheduler"]  # RESUME_FILE: its place before 29 Nov
 
 DRAIN_LIMIT = 5000
+#: Seconds between two ticks of the poll loop (every ``NEARDUP_POLL_INTERVAL``, 0.05 s; four
+#: intervals if longer) beyond which this process is taken to have been paused or starved.
+MISSED_TICKS_GAP = 5.0
 
 
 class DecisionScheduler(Resuming):
@@ -69,6 +72,7 @@ class DecisionScheduler(Resuming):
         self._closing = False
         self._spider_closing = False  # spider_closed came: nothing will be downloaded
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
+        self._ticked_at: float | None = None  # monotonic time of the poll loop's last tick
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -267,6 +271,7 @@ class DecisionScheduler(Resuming):
     # ---- the poll loop -------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        self._forgive_missed_time()
         stopping = not self.crawler.crawling or self._spider_closing  # nothing more goes out
         if stopping:
             self.links.verdicts.release_all()
@@ -285,6 +290,17 @@ class DecisionScheduler(Resuming):
             # A failing tick must not kill the LoopingCall: the crawl would hang until timeout.
             logger.exception("applying decisions failed")
             self.stats.inc_value("dedup/scheduler_errors")
+
+    def _forgive_missed_time(self) -> None:
+        """Time this process did not run (paused: Ctrl-Z, a debugger; or starved) does not count
+        against the workers: the decisions came meanwhile and wait in the topic. Counted, a
+        spider paused past ``NEARDUP_DECISION_TIMEOUT`` closed as ``dedup_stalled`` the moment
+        it resumed, before its first look at them."""
+        now = time.monotonic()
+        gap = max(MISSED_TICKS_GAP, 4 * self.config.poll_interval)
+        if self._ticked_at is not None and now - self._ticked_at > gap:
+            self.links.last_progress += now - self._ticked_at
+        self._ticked_at = now
 
     def _beat_while_stopping(self) -> None:
         """Scrapy's close waits for the downloads in flight (up to ``DOWNLOAD_TIMEOUT``), then

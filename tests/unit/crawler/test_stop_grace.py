@@ -361,3 +361,32 @@ def test_a_stopping_spider_keeps_beating_so_no_peer_takes_it_for_killed(grace: s
     clock[0] += 40.0  # a long close
     scheduler._tick()
     assert store.peers["this"][1] == clock[0]  # beat again: alive to its peers
+
+
+def _ticks_past_the_timeout(gaps: list[float], monkeypatch: pytest.MonkeyPatch) -> bool:
+    """A spider waiting for its two pages' decisions, the poll loop ticking after each of
+    ``gaps`` seconds and no decision coming: whether it closed as stalled."""
+    plugin, scheduler, _ = _stopped()
+    plugin.crawler.crawling = True
+    plugin.engine.spider = plugin.crawler.spider
+    closed: list[str] = []
+    monkeypatch.setattr(scheduler, "_close", closed.append)
+    now = [1_000.0]
+    monkeypatch.setattr("crawler.scheduling.time.monotonic", lambda: now[0])
+    plugin.session.links.last_progress = now[0]
+    scheduler._tick()
+    for gap in gaps:
+        now[0] += gap
+        scheduler._tick()
+    assert plugin.stat("dedup/scheduler_errors") is None  # each tick ran through
+    return "dedup_stalled" in closed
+
+
+def test_time_the_spider_did_not_run_does_not_count_as_the_workers_stalling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Paused past the decision timeout (Ctrl-Z), it looks at the decisions that came meanwhile
+    before it judges the workers; it closed as ``dedup_stalled`` at once on resuming before."""
+    timeout = Plugin().session.config.decision_timeout
+    assert not _ticks_past_the_timeout([0.05, timeout + 30, 0.05], monkeypatch)
+    assert _ticks_past_the_timeout([0.05] * 3 + [4.0] * int(timeout / 4 + 2), monkeypatch)
