@@ -25,7 +25,6 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,6 @@ def start_mark(pid: int, proc: Path = _PROC) -> str | None:
     return f"{int(fields[19]):x}"
 
 
-@cache
 def machine_mark(proc: Path = _PROC) -> str | None:
     """This process's pid namespace and the machine's boot (hex), None without ``/proc``:
     a pid means this process only where both are the same."""

@@ -38,6 +38,7 @@ from twisted.internet.threads import deferToThread
 
 from crawler import stats as dedup_stats
 from crawler.frontier import ResumeState
+from crawler.process_stops import ProcessStops
 from crawler.resuming import RESUME_FILE, Resuming
 from crawler.rules_setup import install_rules, uninstall_rules
 from crawler.seen_redis import RedisSeenStore
@@ -53,9 +54,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["RESUME_FILE", "DecisionScheduler"]  # RESUME_FILE: its place before 29 Nov
 
 DRAIN_LIMIT = 5000
-#: Seconds between two ticks of the poll loop (every ``NEARDUP_POLL_INTERVAL``, 0.05 s; four
-#: intervals if longer) beyond which this process is taken to have been paused or starved.
-MISSED_TICKS_GAP = 5.0
+#: Seconds this process must have been stopped at once for the stall clock to leave them out.
+STOP_FORGIVEN_FROM = 1.0
 
 
 class DecisionScheduler(Resuming):
@@ -72,7 +72,7 @@ class DecisionScheduler(Resuming):
         self._closing = False
         self._spider_closing = False  # spider_closed came: nothing will be downloaded
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
-        self._ticked_at: float | None = None  # monotonic time of the poll loop's last tick
+        self._stops = ProcessStops()  # time the process did not run: not the workers' stall
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -105,6 +105,7 @@ class DecisionScheduler(Resuming):
         sharing = self.session.open_sharing()
         if sharing is not None:
             sharing.beat(BUSY)
+        self._stops.start()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
         self._resume_deferred(spider, resume.deferred)
@@ -160,6 +161,7 @@ class DecisionScheduler(Resuming):
         await self._await_decisions(reason)
         self._close_down(spider, reason)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
+        self._stops.stop()
         self._write_stats(reason)
         logger.info("%s", dedup_stats.summary(self.stats.get_stats(), reason))
 
@@ -295,12 +297,10 @@ class DecisionScheduler(Resuming):
         """Time this process did not run (paused: Ctrl-Z, a debugger; or starved) does not count
         against the workers: the decisions came meanwhile and wait in the topic. Counted, a
         spider paused past ``NEARDUP_DECISION_TIMEOUT`` closed as ``dedup_stalled`` the moment
-        it resumed, before its first look at them."""
-        now = time.monotonic()
-        gap = max(MISSED_TICKS_GAP, 4 * self.config.poll_interval)
-        if self._ticked_at is not None and now - self._ticked_at > gap:
-            self.links.last_progress += now - self._ticked_at
-        self._ticked_at = now
+        it resumed, before its first look at them (``crawler.process_stops``)."""
+        stopped = self._stops.take()
+        if stopped >= STOP_FORGIVEN_FROM:
+            self.links.last_progress += stopped
 
     def _beat_while_stopping(self) -> None:
         """Scrapy's close waits for the downloads in flight (up to ``DOWNLOAD_TIMEOUT``), then

@@ -261,10 +261,15 @@ class WorkSharing:
         if self.fingerprint is None:
             return False
         silent = [token for token, peer in self._peers.items() if peer.age > SILENT_AFTER]
+        # Past PEER_TIMEOUT: a peer paused here (kept a while), or any, while this process
+        # takes nobody over after a gap in its own beats: its journal is not taken yet.
+        waiting = self.timer() < self._takes_over_from
         silent += [
             token
             for token, peer in table.items()
-            if token != self.token and peer.age > PEER_TIMEOUT and self._paused(token, peer.age)
+            if token != self.token
+            and peer.age > PEER_TIMEOUT
+            and (waiting or self._paused(token, peer.age))
         ]
         return any(self.store.owes(token) for token in silent)
 

@@ -133,7 +133,8 @@ def test_a_peer_paused_too_long_is_taken_over_all_the_same() -> None:
     clock, alive = Clock(), {"paused": True}
     idle, store = _paused_peer(clock, alive)
     _beats_until(idle, clock, PAUSED_PEER_TIMEOUT - 5)
-    assert idle.taken_from_killed == 0 and idle.waits_for_peers(None)
+    assert not idle.take(None, _spider()) and idle.waits_for_peers(None)  # it waits
+    assert idle.taken_from_killed == 0
     _beats_until(idle, clock, PAUSED_PEER_TIMEOUT + 5)
     assert idle.taken_from_killed == 1 and store.owes("paused") == 0
     assert [r.url for r in idle.take(None, _spider())] == ["http://a.test/q"]
@@ -144,3 +145,18 @@ def test_a_paused_peer_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     assert paused("here", 40) and paused("here", 50) and not paused("gone", 40)
     assert not paused("here", PAUSED_PEER_TIMEOUT + 1)
     assert sum("still runs on this machine" in r.message for r in caplog.records) == 1
+
+
+def test_after_a_gap_in_its_own_beats_a_process_waits_for_a_silent_peers_journal() -> None:
+    """Redis out of reach for everyone past PAUSED_PEER_TIMEOUT: back, a process takes nobody
+    over for PEER_TIMEOUT (live peers' rows aged too). A silent peer's journal is then neither
+    taken nor waited for unless it waits: it closed, the journal unfetched by the run."""
+    clock, alive = Clock(), {"paused": None}  # killed, or of another machine: not known here
+    idle, _ = _paused_peer(clock, alive)
+    clock.now += PAUSED_PEER_TIMEOUT + 10
+    idle.beat(HUNGRY)
+    assert idle.taken_from_killed == 0
+    assert not idle.take(None, _spider()) and idle.waits_for_peers(None)
+    _beats_until(idle, clock, PAUSED_PEER_TIMEOUT + 10 + PEER_TIMEOUT + 5)
+    assert idle.taken_from_killed == 1
+    assert [r.url for r in idle.take(None, _spider())] == ["http://a.test/q"]

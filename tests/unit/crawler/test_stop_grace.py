@@ -6,6 +6,7 @@ a fetch."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -363,9 +364,12 @@ def test_a_stopping_spider_keeps_beating_so_no_peer_takes_it_for_killed(grace: s
     assert store.peers["this"][1] == clock[0]  # beat again: alive to its peers
 
 
-def _ticks_past_the_timeout(gaps: list[float], monkeypatch: pytest.MonkeyPatch) -> bool:
-    """A spider waiting for its two pages' decisions, the poll loop ticking after each of
-    ``gaps`` seconds and no decision coming: whether it closed as stalled."""
+def _ticks_past_the_timeout(
+    steps: list[tuple[float, float]], monkeypatch: pytest.MonkeyPatch
+) -> bool:
+    """A spider waiting for its two pages' decisions, the poll loop ticking after each step
+    (seconds passed, of which seconds the whole process was stopped) and no decision coming:
+    whether it closed as stalled."""
     plugin, scheduler, _ = _stopped()
     plugin.crawler.crawling = True
     plugin.engine.spider = plugin.crawler.spider
@@ -375,8 +379,9 @@ def _ticks_past_the_timeout(gaps: list[float], monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr("crawler.scheduling.time.monotonic", lambda: now[0])
     plugin.session.links.last_progress = now[0]
     scheduler._tick()
-    for gap in gaps:
-        now[0] += gap
+    for passed, stopped in steps:
+        now[0] += passed
+        scheduler._stops.late(stopped)
         scheduler._tick()
     assert plugin.stat("dedup/scheduler_errors") is None  # each tick ran through
     return "dedup_stalled" in closed
@@ -386,7 +391,36 @@ def test_time_the_spider_did_not_run_does_not_count_as_the_workers_stalling(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Paused past the decision timeout (Ctrl-Z), it looks at the decisions that came meanwhile
-    before it judges the workers; it closed as ``dedup_stalled`` at once on resuming before."""
+    before it judges the workers; it closed as ``dedup_stalled`` at once on resuming before. A
+    reactor blocked as long (a Redis call waiting for a Redis that is down) is not a pause: the
+    watching thread ran meanwhile."""
     timeout = Plugin().session.config.decision_timeout
-    assert not _ticks_past_the_timeout([0.05, timeout + 30, 0.05], monkeypatch)
-    assert _ticks_past_the_timeout([0.05] * 3 + [4.0] * int(timeout / 4 + 2), monkeypatch)
+    paused = [(0.05, 0.0), (timeout + 30, timeout + 29.9), (0.05, 0.0)]
+    assert not _ticks_past_the_timeout(paused, monkeypatch)
+    blocked = [(0.05, 0.0), (timeout + 30, 0.2), (0.05, 0.0)]
+    assert _ticks_past_the_timeout(blocked, monkeypatch)
+    assert _ticks_past_the_timeout([(0.05, 0.0)] * 3 + [(4.0, 0.0)] * 32, monkeypatch)
+
+
+def test_the_watching_thread_measures_a_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crawler.process_stops import ProcessStops
+
+    now, reads = [0.0], [0]
+
+    def clock() -> float:
+        reads[0] += 1
+        return now[0]
+
+    stops = ProcessStops(period=0.01, clock=clock)
+    stops.start()
+    try:
+        deadline = time.monotonic() + 10  # a busy machine: the thread may start late
+        while reads[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stops.take() <= 0.0  # woke on time (its clock stood still)
+        now[0] += 40.0  # the process (its clock) jumped 40 s between two wake-ups
+        while stops._longest < 39 and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        assert 39.9 <= stops.take() <= 40.0 and stops.take() <= 0.0
+    finally:
+        stops.stop()
