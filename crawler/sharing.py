@@ -29,8 +29,8 @@ only cost fetches, and only while a peer is hungry. A request whose ``meta`` is 
 with its process. Requests are JSON (``Request.to_dict``, headers and body as Latin-1 text),
 never pickled: what Redis holds is not code.
 
-The store (:class:`PeerStore`) is the crawl's peer table and shared list: in memory for one
-process (the tests, a crawl without Redis), in Redis for a crawl
+The store (:class:`crawler.sharing_store.PeerStore`) is the crawl's peer table and shared list:
+in memory for one process (the tests, a crawl without Redis), in Redis for a crawl
 (:class:`crawler.sharing_redis.RedisPeerStore`); one contract suite runs on both.
 """
 
@@ -39,14 +39,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from scrapy.utils.request import request_from_dict
 
 from crawler.peers_here import PausedPeers, alive_here, process_token
+from crawler.sharing_store import Peer, PeerStore
 
 logger = logging.getLogger(__name__)
 
@@ -68,91 +67,6 @@ TAKE_AT_ONCE = 64
 GIVE_PER_BEAT = TAKE_AT_ONCE
 #: Seconds an idle process waits after finding the shared list empty before it looks again.
 LOOK_EVERY = 0.2
-
-
-@dataclass(frozen=True)
-class Peer:
-    state: str
-    age: float  # seconds since its last beat, by the store's clock (one clock for all machines)
-
-
-class PeerStore(Protocol):
-    """The crawl's peer table and shared list of requests."""
-
-    def beat(self, token: str, state: str) -> dict[str, Peer]:
-        """Record this process's state; every process's last beat, this one's included, aged
-        by the store's own clock (Redis's ``TIME``), so the machines' clocks need not agree."""
-
-    def leave(self, token: str) -> None:
-        """This process is done: out of the table."""
-
-    def push(self, requests: Sequence[bytes]) -> None:
-        """Append requests to the shared list."""
-
-    def pop(self, count: int, token: str | None = None) -> list[bytes]:
-        """Take up to ``count`` requests from the front of the shared list (atomically: two
-        processes never take the same one); with ``token``, into that process's journal in
-        the same step, each under itself until :meth:`remember` files it."""
-
-    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
-        """If ``token`` has not beaten for ``timeout`` seconds (checked again, atomically): the
-        requests of its journal still in flight go to the shared list, its journal and its row
-        go; how many went (-1: it is alive). ``taker`` (with its ``state``) beats as it goes."""
-
-    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
-        """Out of ``token``'s journal: requests handed over (the shared list holds them)."""
-
-    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
-        """Into ``token``'s journal: requests it took from the shared list (fingerprint ->
-        request), until they go out; each one's entry under itself (:meth:`pop`) goes."""
-
-    def owes(self, token: str) -> int:
-        """How many requests ``token``'s journal holds."""
-
-    def close(self) -> None: ...
-
-
-class MemoryPeerStore:
-    """One process's table and list (a crawl without Redis has no peers)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.peers: dict[str, tuple[str, float]] = {}  # token -> (state, time of its beat)
-        self.shared: deque[bytes] = deque()
-
-    def beat(self, token: str, state: str) -> dict[str, Peer]:
-        now = self.clock()
-        self.peers[token] = (state, now)
-        return {token: Peer(state, now - at) for token, (state, at) in self.peers.items()}
-
-    def leave(self, token: str) -> None:
-        self.peers.pop(token, None)
-
-    def push(self, requests: Sequence[bytes]) -> None:
-        self.shared.extend(requests)
-
-    def pop(self, count: int, token: str | None = None) -> list[bytes]:
-        return [self.shared.popleft() for _ in range(min(count, len(self.shared)))]
-
-    def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
-        """No journals in memory (nobody claims for a process here but itself)."""
-        row = self.peers.get(token)
-        if row is None or self.clock() - row[1] <= timeout:
-            return -1
-        del self.peers[token]
-        return 0
-
-    def forget(self, token: str, fingerprints: Sequence[bytes]) -> None:
-        pass
-
-    def remember(self, token: str, requests: Mapping[bytes, bytes]) -> None:
-        pass
-
-    def owes(self, token: str) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
 
 
 class WorkSharing:

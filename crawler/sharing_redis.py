@@ -17,7 +17,7 @@ from typing import Self
 
 from crawler.redis_replies import MAY_HAVE_RUN, REPLAY_PRELUDE, SCRIPT_CHUNK, Replies
 from crawler.seen import check_crawl_id, seen_key
-from crawler.sharing import Peer
+from crawler.sharing_store import Peer
 from dedup_worker.adapters.redis_client import (
     Client,
     RedisSecurity,

@@ -1,4 +1,4 @@
-"""One contract for the crawl's peer table and shared list (:mod:`crawler.sharing`): the
+"""One contract for the crawl's peer table and shared list (:mod:`crawler.sharing_store`): the
 in-memory store, one Redis, a 3-node cluster. Each "process" is a store of its own over the
 backend (for Redis its own client, as two crawler processes have); the memory store has no
 other process, so its processes share one instance. Every crawl id is new."""
@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from crawler.redis_replies import SCRIPT_CHUNK
 from crawler.seen import seen_key
 from crawler.seen_redis import RedisSeenStore
-from crawler.sharing import BUSY, HUNGRY, PEER_TIMEOUT, MemoryPeerStore, PeerStore
+from crawler.sharing import BUSY, HUNGRY, PEER_TIMEOUT
 from crawler.sharing_redis import (
     RedisPeerStore,
     journal_key,
@@ -25,6 +25,7 @@ from crawler.sharing_redis import (
     shared_key,
     taken_over_key,
 )
+from crawler.sharing_store import MemoryPeerStore, PeerStore
 from neardup.stack import RedisCluster, RedisServer
 
 BACKENDS: list[Any] = [

@@ -16,7 +16,8 @@ from crawler.judging import AdmitAll
 from crawler.links import LINK_META
 from crawler.scheduling import DecisionScheduler
 from crawler.seen import CLAIMED_META
-from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
+from crawler.sharing import BUSY, WorkSharing, decode_request
+from crawler.sharing_store import MemoryPeerStore
 from dedup_worker.contract.messages import Decision, Verdict
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 

@@ -8,7 +8,8 @@ from scrapy.http import Request
 from crawler.failed import FailedFetches, afresh
 from crawler.links import LINK_META
 from crawler.seen import CLAIMED_META
-from crawler.sharing import MemoryPeerStore, WorkSharing
+from crawler.sharing import WorkSharing
+from crawler.sharing_store import MemoryPeerStore
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
 

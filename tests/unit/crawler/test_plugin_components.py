@@ -27,7 +27,8 @@ from crawler.rules_setup import install_rules
 from crawler.scheduling import DecisionScheduler
 from crawler.seen import CLAIMED_META, CrawlSeen, MemorySeenStore, past_the_filter
 from crawler.session import NeardupSession, missing_components
-from crawler.sharing import PEER_TIMEOUT, MemoryPeerStore, WorkSharing
+from crawler.sharing import PEER_TIMEOUT, WorkSharing
+from crawler.sharing_store import MemoryPeerStore
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.errors import BackendUnavailable
 from tests.unit.crawler.test_spider import SettledStore

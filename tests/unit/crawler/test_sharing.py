@@ -19,11 +19,11 @@ from crawler.sharing import (
     PEER_TIMEOUT,
     SILENT_AFTER,
     TAKE_AT_ONCE,
-    MemoryPeerStore,
     WorkSharing,
     decode_request,
     encode_request,
 )
+from crawler.sharing_store import MemoryPeerStore
 from crawler.spider import NeardupSpider
 
 

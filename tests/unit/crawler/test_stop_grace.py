@@ -20,7 +20,8 @@ from crawler.frontier import Held, PageKey
 from crawler.judging import DecidedPage, Judgement
 from crawler.regroup import LIKELY_DUPLICATE_META, group_meta, has_group
 from crawler.scheduling import DecisionScheduler
-from crawler.sharing import BUSY, MemoryPeerStore, WorkSharing, decode_request
+from crawler.sharing import BUSY, WorkSharing, decode_request
+from crawler.sharing_store import MemoryPeerStore
 from dedup_worker.contract.messages import Decision, Verdict
 from tests.unit.crawler.test_plugin_components import Plugin, requests
 
