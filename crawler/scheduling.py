@@ -19,15 +19,15 @@ With ``NEARDUP_RULES`` (the default) the extension also installs the crawl's URL
 spider opens (:func:`crawler.rules_setup.install_rules`: a duplicate's outlinks judged against
 its keeper's, URLs skipped by rule), lets them release what waits for samples before the crawl
 may close, and with ``NEARDUP_STATS_FILE`` writes the ``dedup/*`` stats as JSON at close.
+
+Two parts of the extension have modules of their own: :mod:`crawler.resuming` reads and writes
+the resume file, :mod:`crawler.closing` leaves what the crawl owes as it closes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Self
 
 from scrapy import signals
@@ -37,11 +37,11 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from crawler import stats as dedup_stats
+from crawler.closing import Closing
 from crawler.frontier import ResumeState
 from crawler.process_stops import ProcessStops
 from crawler.resuming import RESUME_FILE, Resuming
-from crawler.rules_setup import install_rules, uninstall_rules
-from crawler.seen_redis import RedisSeenStore
+from crawler.rules_setup import install_rules
 from crawler.session import NeardupSession
 from crawler.sharing import BUSY, PEER_TIMEOUT
 from dedup_worker.adapters.kafka import DecisionFeed
@@ -58,7 +58,7 @@ DRAIN_LIMIT = 5000
 STOP_FORGIVEN_FROM = 1.0
 
 
-class DecisionScheduler(Resuming):
+class DecisionScheduler(Resuming, Closing):
     """Scrapy extension: reads this crawl's decisions and decides when the crawl is over."""
 
     def __init__(self, crawler: Any, session: NeardupSession) -> None:
@@ -187,82 +187,6 @@ class DecisionScheduler(Resuming):
             self._save_resume(spider)
         finally:  # whatever failed above, the rules' counts go out and their client closes
             self._close_rules()
-
-    def _leave(self, leave: Callable[[], int], what: str) -> None:
-        """Leave ``what`` to a later run (``leave`` says how many); the crawl is over, so a
-        failure only leaves them claimed."""
-        try:
-            left = leave()
-        except Exception:
-            logger.exception("leaving the %s to a later run failed", what)
-            return
-        if left:
-            logger.info(
-                "%d %s left for a later run of crawl %r", left, what, self.session.crawl_id()
-            )
-
-    def _leave_counted(self) -> None:
-        """The saved-bytes estimate asks Redis: a failure must not skip the last flush and
-        the resume file that follow it."""
-        try:
-            self.links.count_saved()
-        except Exception:
-            logger.exception("counting the outlinks nobody fetched failed")
-
-    def _leave_sharing(self) -> None:
-        """The last flush (requests whose hand-over failed before), then out of the peer
-        table; the store gives back what it took and did not use as it closes."""
-        sharing, self.links.sharing = self.links.sharing, None
-        if sharing is None:
-            return
-        if sharing.taken_from_killed:
-            self.stats.set_value("dedup/requests_taken_from_killed", sharing.taken_from_killed)
-        try:
-            sharing.flush()
-        except Exception:
-            if sharing.fingerprint is None:  # no journal: the outbox stays claimed
-                logger.exception("handing the last requests over to the crawl failed")
-            else:  # still in this process's journal: taken over once its beat ages out
-                logger.exception(
-                    "handing the last requests over to the crawl failed; this process stays "
-                    "in the crawl's peer table, so a later run takes over what it owes"
-                )
-                sharing.store.close()
-                return
-        try:
-            sharing.leave()
-        except Exception:  # peers see this process's beat age out
-            logger.exception("leaving the crawl's peer table failed")
-            return
-        store = self.session.seen().store
-        if isinstance(store, RedisSeenStore):
-            store.end_journal()  # left whole: nothing for anyone to take over
-
-    def _close_rules(self) -> None:
-        installed, self.session.rules = self.session.rules, None
-        if installed is None:
-            return
-        try:
-            installed.close()
-        except Exception:  # the crawl is over: counts lost, nothing else
-            logger.exception("closing the URL rules failed")
-        uninstall_rules(self.session)
-
-    def _write_stats(self, reason: str) -> None:
-        path = self.config.stats_file
-        if not path:
-            return
-        stats = {
-            key: value
-            for key, value in self.stats.get_stats().items()
-            if key.startswith(dedup_stats.PREFIX) or key == "elapsed_time_seconds"
-        }
-        stats["finish_reason"] = reason
-        stats["crawl_id"] = self.session.crawl_id()
-        try:
-            Path(path).write_text(json.dumps(stats, indent=1, sort_keys=True, default=str))
-        except OSError as exc:
-            logger.error("cannot write NEARDUP_STATS_FILE %s: %s", path, exc)
 
     def request_dropped(self, request: Any, spider: Any) -> None:
         self.links.dropped(request)
