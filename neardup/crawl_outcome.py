@@ -1,5 +1,6 @@
 """What ``neardup crawl`` prints and keeps beyond the decisions: the spider's ``dedup/*`` counts
-(fetched, skipped by rule, duplicates' outlinks followed or suppressed) and the crawl's URL rules.
+(fetched, skipped by rule, duplicates' outlinks followed or suppressed; with ``--crawlers``, how
+the spiders shared the crawl) and the crawl's URL rules.
 
 The spider writes its stats as JSON at close (``NEARDUP_STATS_FILE``, set by ``neardup crawl``
 in its state directory), with the crawl id it used; the rules are read from the crawl's rule
@@ -192,3 +193,25 @@ def outcome_lines(stats: Mapping[str, Any], rules: list[RuleRow]) -> list[str]:
     if shown:
         lines.extend("  " + line for line in rules_text(shown))
     return lines
+
+
+def spiders_line(each: list[dict[str, object]]) -> str:
+    """How the crawl's spiders shared it (``--crawlers``)."""
+
+    def n(stats: dict[str, object], key: str) -> int:
+        value = stats.get(key, 0)
+        return int(value) if isinstance(value, int | float) else 0
+
+    fetched = " / ".join(str(n(stats, "dedup/pages_fetched")) for stats in each)
+    handed = sum(n(stats, "dedup/requests_handed_over") for stats in each)
+    taken = sum(n(stats, "dedup/requests_taken_over") for stats in each)
+    line = (
+        f"spiders: {len(each)}, pages fetched {fetched}; links handed to an idle spider: "
+        f"{handed}, taken: {taken}"
+    )
+    if handed > taken:  # handed over by spiders whose share of the budget was spent
+        line += (
+            f"; {handed - taken} left in the crawl's shared list with the budget spent "
+            "(the same crawl id run again takes them)"
+        )
+    return line

@@ -2,11 +2,12 @@
 
 One run owns everything it starts and stops all of it, in this order, also on Ctrl-C or errors:
 the embedded stack (only when no ``NEARDUP_KAFKA_BOOTSTRAP``/``NEARDUP_REDIS_URL`` is set), the
-topics, a decisions recorder (positioned at the topic's end *before* the crawl, so only this
-run's decisions land in ``--out``), N ``dedup-worker`` processes and the spider (``scrapy crawl
-neardup``). The spider closes when no decision is owed; the workers are then stopped with
-SIGTERM (they finish their batch and commit), and the recorder drains to the topic's end, so
-``--out`` also holds what they decided after the spiders exited.
+topics, a decisions recorder (:mod:`neardup.crawl_record`; positioned at the topic's end
+*before* the crawl, so only this run's decisions land in ``--out``), N ``dedup-worker``
+processes and the spider (``scrapy crawl neardup``). The spider closes when no decision is
+owed; the workers are then stopped with SIGTERM (they finish their batch and commit), and the
+recorder drains to the topic's end, so ``--out`` also holds what they decided after the spiders
+exited.
 On Ctrl-C the spiders get SIGINT first and close (handing what they owe to the crawl's shared
 list) while the workers still decide their last pages; then the same.
 
@@ -23,23 +24,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from dedup_worker.adapters.kafka import (
     MIN_ROLL_INTERVAL_S,
     GenerationRoller,
-    KafkaSettings,
-    ReaderThread,
-    Record,
     RollerThread,
     TopicAdmin,
-    TopicReader,
     check_access,
     ensure_topics,
 )
@@ -53,10 +47,11 @@ from neardup.crawl_outcome import (
     merge_stats,
     outcome_lines,
     read_stats,
+    spiders_line,
 )
+from neardup.crawl_record import Recorder, Tally, summary_lines
 from neardup.errors import NeardupError
 from neardup.rules_table import RuleRow, rules_path, write_rules
-from neardup.summary import CrawlSummary, suppressed_links
 
 logger = logging.getLogger(__name__)
 
@@ -100,54 +95,6 @@ STOPPED = 130
 #: How long the spiders may take to close after a Ctrl-C (Scrapy lets the downloads in
 #: progress finish, then the spider waits ``NEARDUP_STOP_GRACE`` for decisions at most).
 STOP_WAIT_S = 120.0
-
-
-class Tally:
-    """What the recorder has read, folded by the contract's rule (the same fold as
-    ``neardup report``, so the summary printed at the end agrees with the report)."""
-
-    def __init__(self) -> None:
-        self.summary = CrawlSummary()
-        self.lock = threading.Lock()
-
-    def add(self, raw: bytes) -> None:
-        with self.lock:
-            self.summary.add(raw)
-
-    def counts(self) -> Counter[str]:
-        with self.lock:
-            return self.summary.verdicts
-
-    def suppressed_links(self) -> int:
-        with self.lock:
-            return suppressed_links(self.summary)
-
-
-class Recorder:
-    """Copies every decision of this run to the output file, and tallies them."""
-
-    def __init__(self, kafka: KafkaSettings, topic: str, out: IO[bytes], tally: Tally) -> None:
-        self.reader = TopicReader(kafka, topic)
-        # Positioned now, before the crawl starts: the crawl's decisions come after this.
-        self.reader.start("end")
-        self.out, self.tally = out, tally
-        self.thread = ReaderThread(self.reader, self._record, name="decisions-recorder")
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _record(self, records: list[Record]) -> None:
-        for record in records:
-            value = record.value or b""
-            self.out.write(value + b"\n")
-            self.tally.add(value)
-        self.out.flush()
-
-    def drain(self, timeout: float = 15.0) -> None:
-        """Wait until everything on the topic now has been recorded, then stop."""
-        if not self.thread.drain(timeout):
-            logger.warning("decisions still arriving after %.0f s; stopping the recorder", timeout)
-        self.thread.stop()
 
 
 class CrawlRun:
@@ -388,40 +335,6 @@ class CrawlRun:
         if self.rules:
             print(f"URL rules: {rules_path(self.options.out)} (neardup report shows them)")
         print(f"logs: {self.options.state_dir}")
-
-
-def spiders_line(each: list[dict[str, object]]) -> str:
-    """How the crawl's spiders shared it (``--crawlers``)."""
-
-    def n(stats: dict[str, object], key: str) -> int:
-        value = stats.get(key, 0)
-        return int(value) if isinstance(value, int | float) else 0
-
-    fetched = " / ".join(str(n(stats, "dedup/pages_fetched")) for stats in each)
-    handed = sum(n(stats, "dedup/requests_handed_over") for stats in each)
-    taken = sum(n(stats, "dedup/requests_taken_over") for stats in each)
-    line = (
-        f"spiders: {len(each)}, pages fetched {fetched}; links handed to an idle spider: "
-        f"{handed}, taken: {taken}"
-    )
-    if handed > taken:  # handed over by spiders whose share of the budget was spent
-        line += (
-            f"; {handed - taken} left in the crawl's shared list with the budget spent "
-            "(the same crawl id run again takes them)"
-        )
-    return line
-
-
-def summary_lines(summary: CrawlSummary) -> list[str]:
-    """The verdict table and the outlink and correction counts that end a crawl's output."""
-    counts = summary.verdicts
-    lines = [f"{'verdict':<18}{'pages':>8}"]
-    for verdict in ("unique", "near_duplicate", "exact_duplicate", "changed", "unchanged"):
-        lines.append(f"{verdict:<18}{counts.get(verdict, 0):>8}")
-    lines.append(f"{'total':<18}{sum(counts.values()):>8}")
-    suppressed = suppressed_links(summary)
-    lines.append(f"outlinks suppressed: {suppressed}; corrections: {summary.corrections}")
-    return lines
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from neardup.crawl_outcome import exit_code, failure, killed_line, merge_stats
-from neardup.crawl_run import PER_HOST_REQUESTS, CrawlOptions, CrawlRun, spiders_line
+from neardup.crawl_outcome import exit_code, failure, killed_line, merge_stats, spiders_line
+from neardup.crawl_run import PER_HOST_REQUESTS, CrawlOptions, CrawlRun
 
 
 def test_a_stalled_pipeline_fails_the_crawl_although_scrapy_exited_0() -> None:

@@ -12,7 +12,7 @@ from dedup_worker.core.engine import DedupEngine
 from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.records import MemoryDocStore
 from neardup.cli import main
-from neardup.crawl_run import Tally, summary_lines
+from neardup.crawl_record import Tally, summary_lines
 from neardup.report import render_html, summarise, suppressed_links
 
 
