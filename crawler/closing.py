@@ -53,11 +53,15 @@ class Closing:
         except Exception:
             logger.exception("counting the outlinks nobody fetched failed")
 
-    def _leave_sharing(self) -> None:
-        """The last flush (requests whose hand-over failed before), then out of the peer
-        table; the store gives back what it took and did not use as it closes."""
+    def _leave_sharing(self, save_resume: Callable[[str], None], jobdir: bool) -> None:
+        """The last flush (requests whose hand-over failed before), the resume file
+        (``save_resume``, given the process whose journal it names), then out of the peer
+        table; the store gives back what it took and did not use as it closes. With
+        ``JOBDIR`` the journal stays, for the resume to adopt: the resume file naming it is
+        written first, so a kill between the two leaves it in the table, to be taken over."""
         sharing, self.links.sharing = self.links.sharing, None
         if sharing is None:
+            save_resume("")
             return
         if sharing.taken_from_killed:
             self.stats.set_value("dedup/requests_taken_from_killed", sharing.taken_from_killed)
@@ -71,16 +75,19 @@ class Closing:
                     "handing the last requests over to the crawl failed; this process stays "
                     "in the crawl's peer table, so a later run takes over what it owes"
                 )
+                save_resume("")
                 sharing.store.close()
                 return
+        keep = jobdir and sharing.fingerprint is not None
+        save_resume(sharing.token if keep else "")
         try:
-            sharing.leave()
+            sharing.leave(keep_journal=keep)
         except Exception:  # peers see this process's beat age out
             logger.exception("leaving the crawl's peer table failed")
             return
         store = self.session.seen().store
         if isinstance(store, RedisSeenStore):
-            store.end_journal()  # left whole: nothing for anyone to take over
+            store.end_journal(kept=keep)  # left whole: nothing for anyone to take over
 
     def _close_rules(self) -> None:
         installed, self.session.rules = self.session.rules, None

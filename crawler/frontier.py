@@ -322,6 +322,10 @@ class ResumeState:
     #: taken): (source url, source fetched_at, priority level, serialised request) each. They
     #: wait again when the crawl resumes; as deferred requests they went out first.
     waiting: list[tuple[str, float, int, Any]] = field(default_factory=list)
+    #: The token of the process whose journal in Redis (the requests it claimed and did not
+    #: settle) stayed for this resume; the resumed run adopts it as its own journal, so a kill
+    #: of that run loses none of them. Empty: none (a crawl without Redis, an older file).
+    journal: str = ""
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -80,7 +80,9 @@ class Resuming:
         jobdir = self.crawler.settings.get("JOBDIR")
         return Path(jobdir) / RESUME_FILE if jobdir else None
 
-    def _save_resume(self, spider: Any) -> None:
+    def _save_resume(self, spider: Any, journal: str = "") -> None:
+        """The resume file; ``journal``: the process whose journal this run kept for the
+        resume (its token), adopted by the resumed run."""
         path = self._resume_path()
         if path is None:
             return
@@ -106,6 +108,7 @@ class Resuming:
                 for w in self.links.budget.waiting
                 if (serialised := self._serialise(w.held.request, spider, w.held.url))
             ],
+            journal=journal,
         )
         state.save(path)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any, Self
 
 from scrapy import signals
@@ -39,6 +40,7 @@ from twisted.internet.threads import deferToThread
 from crawler import stats as dedup_stats
 from crawler.closing import Closing
 from crawler.frontier import ResumeState
+from crawler.jobdir import discard_killed_queue, mark_closed, mark_running
 from crawler.process_stops import ProcessStops
 from crawler.resuming import RESUME_FILE, Resuming
 from crawler.rules_setup import install_rules
@@ -73,6 +75,9 @@ class DecisionScheduler(Resuming, Closing):
         self._spider_closing = False  # spider_closed came: nothing will be downloaded
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
         self._stops = ProcessStops()  # time the process did not run: not the workers' stall
+        jobdir = crawler.settings.get("JOBDIR")
+        self.jobdir = Path(jobdir) if jobdir else None
+        self.queue_kept = True  # False: the last run was killed, its queue discarded
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -81,6 +86,9 @@ class DecisionScheduler(Resuming, Closing):
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: no decisions to schedule from")
         session.check_components()
         ext = cls(crawler, session)
+        if ext.jobdir is not None and session.config.share_work and session.config.shared_seen:
+            # Before Scrapy's scheduler opens the queue (built after the extensions).
+            ext.queue_kept = not discard_killed_queue(ext.jobdir)
         connect = crawler.signals.connect
         connect(ext.spider_opened, signal=signals.spider_opened)
         connect(ext.spider_idle, signal=signals.spider_idle)
@@ -102,9 +110,11 @@ class DecisionScheduler(Resuming, Closing):
         self.links.budget.keep_deferred = path is not None
         self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
-        sharing = self.session.open_sharing()
+        sharing = self.session.open_sharing(resume.journal, self.queue_kept)
         if sharing is not None:
             sharing.beat(BUSY)
+            if self.jobdir is not None and sharing.fingerprint is not None:
+                mark_running(self.jobdir, sharing.token)
         self._stops.start()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
@@ -160,6 +170,8 @@ class DecisionScheduler(Resuming, Closing):
         self._spider_closing = True  # also closed otherwise than by Ctrl-C (CLOSESPIDER_*)
         await self._await_decisions(reason)
         self._close_down(spider, reason)
+        if self.jobdir is not None:  # closed well: Scrapy's queue and the resume file written
+            mark_closed(self.jobdir)
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._stops.stop()
         self._write_stats(reason)
@@ -183,8 +195,8 @@ class DecisionScheduler(Resuming, Closing):
                 self._leave(self.links.leave_queue, "queued requests")
                 self._leave(self.links.leave_undecided, "requests of pages without a decision")
             self._leave_counted()  # after the leaving: what a later run will fetch is claimed
-            self._leave_sharing()
-            self._save_resume(spider)
+            jobdir = self._resume_path() is not None
+            self._leave_sharing(lambda journal: self._save_resume(spider, journal), jobdir)
         finally:  # whatever failed above, the rules' counts go out and their client closes
             self._close_rules()
 

@@ -131,10 +131,12 @@ class RedisSeenStore:
         :meth:`claim_many` until it goes out (a crawl takes a killed process's journal over)."""
         self._journal = key
 
-    def end_journal(self) -> None:
+    def end_journal(self, kept: bool = False) -> None:
         """This process left the crawl with nothing owed: no more journal, and the one a
-        claim sent again as the store closes may write is deleted then."""
-        self._ended_journal, self._journal = self._journal, None
+        claim sent again as the store closes may write is deleted then; or the journal is
+        ``kept`` for a ``JOBDIR`` resume, and stays."""
+        ended, self._journal = self._journal, None
+        self._ended_journal = None if kept else ended
 
     def claim_many(
         self,

@@ -136,9 +136,12 @@ class NeardupSession:
         )
         return store
 
-    def open_sharing(self) -> WorkSharing | None:
+    def open_sharing(self, left_by: str = "", queue_kept: bool = True) -> WorkSharing | None:
         """The crawl's work sharing between its processes (:mod:`crawler.sharing`), handed to
-        the link scheduler; None without Redis or with ``NEARDUP_SHARE_WORK`` off."""
+        the link scheduler; None without Redis or with ``NEARDUP_SHARE_WORK`` off. ``left_by``:
+        the process whose journal the ``JOBDIR`` this crawl resumes kept (its resume file
+        says which), adopted before this process journals anything; or, when Scrapy's queue
+        there was discarded (``crawler.jobdir``), handed back to the crawl to take over."""
         config = self.config
         if not (config.share_work and config.shared_seen):
             return None
@@ -147,20 +150,24 @@ class NeardupSession:
         )
         seen = self.seen()
         # The requests this process claims are journaled in Redis, for the crawl to take over
-        # if it is killed; not with JOBDIR, whose resume sends its queue itself (taken over
-        # too, they would be fetched twice).
-        journaling = isinstance(seen.store, RedisSeenStore) and not self.crawler.settings.get(
-            "JOBDIR"
-        )
-        self.links.sharing = WorkSharing(
+        # if it is killed. A JOBDIR crawl journals too: Scrapy writes its queue's state only
+        # as it closes, so a kill lost that queue (kept for its resume when it closes well).
+        journaling = isinstance(seen.store, RedisSeenStore)
+        self.links.sharing = sharing = WorkSharing(
             store,
             fingerprint=(lambda r: seen.fingerprint(r.url, r.method, r.body))
             if journaling
             else None,
         )
-        if isinstance(seen.store, RedisSeenStore) and journaling:
-            seen.store.journal(journal_key(self.crawl_id(), self.links.sharing.token))
-        return self.links.sharing
+        if isinstance(seen.store, RedisSeenStore):
+            if left_by and queue_kept:
+                adopted = store.adopt(sharing.token, left_by)
+                logger.info("took up the journal of the run this JOBDIR resumes: %d requests "
+                            "it owed", adopted)  # fmt: skip
+            elif left_by:
+                store.hand_back(left_by)
+            seen.store.journal(journal_key(self.crawl_id(), sharing.token))
+        return sharing
 
     # ---- wiring -----------------------------------------------------------------------------
 

@@ -187,9 +187,10 @@ class WorkSharing:
         ]
         return any(self.store.owes(token) for token in silent)
 
-    def leave(self) -> None:
+    def leave(self, keep_journal: bool = False) -> None:
+        """Out of the peer table (``keep_journal``: see :meth:`PeerStore.leave`)."""
         try:
-            self.store.leave(self.token)
+            self.store.leave(self.token, keep_journal)
         finally:  # the store gives back what it took and did not use as it closes
             self.store.close()
 

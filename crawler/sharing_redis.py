@@ -182,6 +182,18 @@ return answer(length)
 )
 
 
+#: A journal a process kept as it left (for a ``JOBDIR`` resume) becomes another's.
+#: KEYS[1] the journal kept, KEYS[2] the journal of the process taking it up (none yet).
+#: Returns how many requests it held (0: none, or adopted already); -1 if KEYS[2] exists.
+ADOPT_SCRIPT = """
+local n = redis.call('HLEN', KEYS[1])
+if n == 0 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+redis.call('RENAME', KEYS[1], KEYS[2])
+return n
+"""
+
+
 def peers_key(crawl_id: str) -> str:
     check_crawl_id(crawl_id)
     return f"neardup:crawl:{{{crawl_id}}}:crawlers"
@@ -220,6 +232,7 @@ class RedisPeerStore:
         self._pop = client.register_script(POP_SCRIPT)
         self._give_back = client.register_script(GIVE_BACK_SCRIPT)
         self._remember = client.register_script(REMEMBER_SCRIPT)
+        self._adopt = client.register_script(ADOPT_SCRIPT)
         self._journal: list[str] = []  # the journal the pops take into, if any (one process)
         self._replies = Replies(crawl_id)
         # The calls of a push that raised, (reply key, requests) each: sent again, exactly,
@@ -244,16 +257,31 @@ class RedisPeerStore:
         pairs = zip(reply[1::2], reply[2::2], strict=True)
         return {_text(token): _peer(value, now) for token, value in pairs}
 
-    def leave(self, token: str) -> None:
+    def leave(self, token: str, keep_journal: bool = False) -> None:
         """Out of the table, and its journal gone: a process leaving has handed over, or
-        un-claimed, what it owed."""
+        un-claimed, what it owed; or, ``keep_journal``, kept for a ``JOBDIR`` resume to adopt
+        (what Scrapy's queue and the resume file hold is still claimed by the crawl)."""
         journal = journal_key(self.crawl_id, token)
         with translated(self.url):
             pipe = self._client.pipeline(transaction=False)
             pipe.hdel(self.peers_key, token)
-            pipe.delete(journal)
+            if not keep_journal:
+                pipe.delete(journal)
             pipe.delete(taken_over_key(journal))  # what a take-over left when it beat again
             pipe.execute()
+
+    def hand_back(self, left_by: str) -> None:
+        # A row beaten at time 0: the next beat of any process takes the journal over.
+        with translated(self.url):
+            self._client.hsetnx(self.peers_key, left_by, "busy 0.000000")
+
+    def adopt(self, token: str, left_by: str) -> int:
+        keys = [journal_key(self.crawl_id, left_by), journal_key(self.crawl_id, token)]
+        with translated(self.url):
+            adopted = int(self._adopt(keys=keys))
+        if adopted < 0:
+            raise NeardupError(f"{keys[1]} exists: a journal is adopted before any claim")
+        return adopted
 
     def take_over(self, token: str, timeout: float, taker: str = "", state: str = "") -> int:
         journal = journal_key(self.crawl_id, token)

@@ -28,8 +28,17 @@ class PeerStore(Protocol):
         """Record this process's state; every process's last beat, this one's included, aged
         by the store's own clock (Redis's ``TIME``), so the machines' clocks need not agree."""
 
-    def leave(self, token: str) -> None:
-        """This process is done: out of the table."""
+    def leave(self, token: str, keep_journal: bool = False) -> None:
+        """This process is done: out of the table, its journal gone or, ``keep_journal``,
+        kept for the process that resumes its ``JOBDIR`` (:meth:`adopt`)."""
+
+    def adopt(self, token: str, left_by: str) -> int:
+        """The journal ``left_by`` kept as it left becomes ``token``'s (which has journaled
+        nothing yet): how many requests it held (0: none, or adopted already)."""
+
+    def hand_back(self, left_by: str) -> None:
+        """The journal ``left_by`` kept as it left goes to the crawl instead: taken over (to
+        the shared list) as a killed process's is, at the next beat of any process."""
 
     def push(self, requests: Sequence[bytes]) -> None:
         """Append requests to the shared list."""
@@ -70,8 +79,14 @@ class MemoryPeerStore:
         self.peers[token] = (state, now)
         return {token: Peer(state, now - at) for token, (state, at) in self.peers.items()}
 
-    def leave(self, token: str) -> None:
+    def leave(self, token: str, keep_journal: bool = False) -> None:
         self.peers.pop(token, None)
+
+    def adopt(self, token: str, left_by: str) -> int:
+        return 0
+
+    def hand_back(self, left_by: str) -> None:
+        pass
 
     def push(self, requests: Sequence[bytes]) -> None:
         self.shared.extend(requests)

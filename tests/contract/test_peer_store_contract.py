@@ -26,6 +26,7 @@ from crawler.sharing_redis import (
     taken_over_key,
 )
 from crawler.sharing_store import MemoryPeerStore, PeerStore
+from dedup_worker.errors import NeardupError
 from neardup.stack import RedisCluster, RedisServer
 
 BACKENDS: list[Any] = [
@@ -185,6 +186,46 @@ def test_a_killed_processs_journal_goes_to_the_shared_list(
         assert live.owes("live") == 0
     finally:
         for store in (dead, live, dead_seen, other_seen):
+            store.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_a_journal_kept_for_a_jobdir_resume_is_adopted_or_handed_back(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A process leaving a ``JOBDIR`` crawl keeps its journal (Scrapy's queue and the resume
+    file hold what it owed, still claimed): nobody takes it over, the resumed run adopts it
+    whole as its own, once; or, when the resumed run discarded the queue (the run before was
+    killed), hands it back, and the next beat takes it over to the shared list."""
+    crawl = f"c{uuid.uuid4().hex[:8]}-kept"
+    if backend == "redis":
+        url, cluster = request.getfixturevalue("redis_server").url, False
+    else:
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
+    first, resumed, other = (RedisPeerStore.from_url(url, crawl, cluster=cluster) for _ in "abc")
+    seen = RedisSeenStore.from_url(url, crawl, cluster=cluster)
+    seen.journal(journal_key(crawl, "first"))
+    try:
+        first.beat("first", BUSY)
+        assert seen.claim_many([b"a", b"b"], [], {b"a": b"ra", b"b": b"rb"}) == [True, True]
+        first.leave("first", keep_journal=True)
+        assert "first" not in other.beat("other", BUSY)
+        assert other.take_over("first", 0.0) == -1  # not in the table: nobody takes it over
+        assert resumed.adopt("resumed", "first") == 2
+        assert (resumed.owes("first"), resumed.owes("resumed")) == (0, 2)
+        assert resumed.adopt("resumed", "first") == 0  # adopted once
+        with pytest.raises(NeardupError, match="adopted before any claim"):
+            other.remember("other", {b"c": b"rc"})
+            other.adopt("other", "resumed")
+        resumed.leave("resumed", keep_journal=True)
+        resumed.hand_back("resumed")  # its queue discarded: the crawl takes it over
+        assert other.take_over("resumed", PEER_TIMEOUT) == 2
+        assert sorted(other.pop(10)) == [b"ra", b"rb"]
+        other.leave("other")
+        assert other.owes("other") == 0  # a process that leaves keeps nothing by default
+    finally:
+        for store in (first, resumed, other, seen):
             store.close()
 
 
