@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+
+from crawler.peers_here import alive_here
+from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +34,20 @@ RUNNING_FILE = "neardup-running"
 QUEUE_FOLDER = "requests.queue"
 
 
-def discard_killed_queue(jobdir: Path) -> bool:
+def discard_killed_queue(jobdir: Path, alive: Callable[[str], bool | None] = alive_here) -> bool:
     """Before Scrapy opens the queue: if the run before did not close (the mark is there),
-    its request queue is deleted. Whether it was."""
+    its request queue is deleted. Whether it was. A ``ConfigError`` if that run's process
+    still runs on this machine (``alive``): two runs of one ``JOBDIR`` would share its queue."""
     mark = jobdir / RUNNING_FILE
     if not mark.exists():
         return False
     token = mark.read_text(encoding="utf-8", errors="replace").strip()
+    if alive(token):
+        raise ConfigError(
+            f"JOBDIR {jobdir} is in use by a crawl process still running ({token}): a JOBDIR "
+            "serves one run at a time; wait for that run to end (or stop it), or give this "
+            "one another JOBDIR"
+        )
     queue = jobdir / QUEUE_FOLDER
     if queue.exists():
         shutil.rmtree(queue)

@@ -15,6 +15,8 @@ from crawler.jobdir import (
     mark_closed,
     mark_running,
 )
+from crawler.peers_here import process_token
+from dedup_worker.errors import ConfigError
 
 
 def test_a_fifo_disk_queue_not_closed_is_read_back_wrong(tmp_path: Path) -> None:
@@ -54,3 +56,15 @@ def test_the_queue_of_a_run_that_closed_is_kept(tmp_path: Path) -> None:
     assert queue.exists()
     mark_closed(tmp_path)  # twice is harmless
     assert not discard_killed_queue(tmp_path / "never-used")  # a new JOBDIR: nothing to do
+
+
+def test_a_jobdir_whose_run_still_runs_is_refused(tmp_path: Path) -> None:
+    """Two runs of one JOBDIR would share Scrapy's queue: the second would delete the first's."""
+    queue = tmp_path / QUEUE_FOLDER
+    queue.mkdir()
+    mark_running(tmp_path, process_token())  # this very process: alive_here cannot tell
+    assert discard_killed_queue(tmp_path)
+    mark_running(tmp_path, "host:1:mark-abc")
+    with pytest.raises(ConfigError, match="in use by a crawl process still running"):
+        discard_killed_queue(tmp_path, alive=lambda token: token == "host:1:mark-abc")
+    assert (tmp_path / RUNNING_FILE).exists()
