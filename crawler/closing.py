@@ -53,12 +53,13 @@ class Closing:
         except Exception:
             logger.exception("counting the outlinks nobody fetched failed")
 
-    def _leave_sharing(self, save_resume: Callable[[str], None], jobdir: bool) -> None:
+    def _leave_sharing(self, save_resume: Callable[[str], None], keep_journal: bool) -> None:
         """The last flush (requests whose hand-over failed before), the resume file
         (``save_resume``, given the process whose journal it names), then out of the peer
         table; the store gives back what it took and did not use as it closes. With
-        ``JOBDIR`` the journal stays, for the resume to adopt: the resume file naming it is
-        written first, so a kill between the two leaves it in the table, to be taken over."""
+        ``keep_journal`` (a ``JOBDIR`` run whose journal holds its queue: ``crawler.jobdir``)
+        the journal stays, for the resume to adopt: the resume file naming it is written
+        first, so a kill between the two leaves it in the table, to be taken over."""
         sharing, self.links.sharing = self.links.sharing, None
         if sharing is None:
             save_resume("")
@@ -78,7 +79,7 @@ class Closing:
                 save_resume("")
                 sharing.store.close()
                 return
-        keep = jobdir and sharing.fingerprint is not None
+        keep = keep_journal and sharing.fingerprint is not None
         save_resume(sharing.token if keep else "")
         try:
             sharing.leave(keep_journal=keep)

@@ -10,14 +10,20 @@ with the same ``JOBDIR``: 4 and 6 unique pages lost, with the crawl's journal ta
 that the killed run owed.
 
 So a run that journals in Redis (:mod:`crawler.sharing`: every request it claims and has not
-settled, its queue's included) marks the ``JOBDIR`` as it opens and unmarks it once it has
-closed well. A run that finds the mark discards the queue before Scrapy opens it and leaves
-the recovery to the journal, which the crawl takes over from the killed process as from any
-other. A run without Redis journals nothing and keeps the queue as Scrapy left it.
+settled) marks the ``JOBDIR`` as it opens and unmarks it once it has closed well. Its journal
+is *complete* when it holds its whole queue: the run started with no queue left, or adopted
+the journal of the run it resumes (kept at that run's close, complete in turn). A run that
+finds the mark of a complete journal discards the queue before Scrapy opens it and leaves the
+recovery to the journal, which the crawl takes over from the killed process as from any
+other; a mark of an incomplete one (a queue left by a run without a journal: sharing off, or
+an older version of neardup) keeps the queue as Scrapy left it, the only record of those
+requests. Only a complete journal is kept at a good close for the resume to adopt. A run
+without Redis journals nothing, marks nothing and keeps the queue as Scrapy left it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections.abc import Callable
@@ -28,48 +34,100 @@ from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-#: Present while a run of the ``JOBDIR`` is open; holds its process token.
+#: Present while a run of the ``JOBDIR`` is open: its process token, and ``complete`` or
+#: ``partial`` (whether its journal holds its whole queue).
 RUNNING_FILE = "neardup-running"
-#: Scrapy's request queue folder in a ``JOBDIR`` (``scrapy.core.scheduler.Scheduler``).
+#: Scrapy's request queue folder in a ``JOBDIR`` (``scrapy.core.scheduler.Scheduler``), and
+#: the file naming its queues that hold requests, written as the spider closes.
 QUEUE_FOLDER = "requests.queue"
+QUEUE_STATE = "active.json"
 
 
-def discard_killed_queue(jobdir: Path, alive: Callable[[str], bool | None] = alive_here) -> bool:
-    """Before Scrapy opens the queue: if the run before did not close (the mark is there),
-    its request queue is deleted. Whether it was. A ``ConfigError`` if that run's process
-    still runs on this machine (``alive``): two runs of one ``JOBDIR`` would share its queue."""
-    mark = jobdir / RUNNING_FILE
-    if not mark.exists():
-        return False
-    token = mark.read_text(encoding="utf-8", errors="replace").strip()
-    if alive(token):
-        raise ConfigError(
-            f"JOBDIR {jobdir} is in use by a crawl process still running ({token}): a JOBDIR "
-            "serves one run at a time; wait for that run to end (or stop it), or give this "
-            "one another JOBDIR"
+class JobdirRun:
+    """One run's dealings with its ``JOBDIR``'s mark (see the module docstring)."""
+
+    def __init__(self, jobdir: Path, alive: Callable[[str], bool | None] = alive_here) -> None:
+        self.jobdir = jobdir
+        self.alive = alive
+        self.queue_kept = True  # False: the run before was killed, its queue discarded
+        self.queue_restored = False  # Scrapy restores requests from the queue left
+        self.token: str | None = None  # marked by this run (journaling)
+        self.complete = False
+
+    def open(self) -> None:
+        """Before Scrapy's scheduler opens the queue (built after the extensions)."""
+        self.queue_kept = not self._discard_killed_queue()
+        self.queue_restored = queue_left(self.jobdir)
+
+    def started(self, token: str, adopted: bool) -> None:
+        """This run journals as ``token``; ``adopted``: the journal of the run it resumes."""
+        self.token, self.complete = token, adopted or not self.queue_restored
+        self.jobdir.mkdir(parents=True, exist_ok=True)
+        tmp = self.jobdir / (RUNNING_FILE + ".tmp")
+        tmp.write_text(f"{token}\n{'complete' if self.complete else 'partial'}\n", "utf-8")
+        tmp.replace(self.jobdir / RUNNING_FILE)
+
+    @property
+    def keeps_journal(self) -> bool:
+        """Whether this run's journal stays at a good close, for the resume to adopt."""
+        return self.token is not None and self.complete
+
+    def closed(self) -> None:
+        """This run closed well: Scrapy has written its queue's state. Its own mark goes
+        (another run's, which started meanwhile, stays)."""
+        if self.token is not None and _read_mark(self.jobdir)[0] == self.token:
+            (self.jobdir / RUNNING_FILE).unlink(missing_ok=True)
+
+    def _discard_killed_queue(self) -> bool:
+        """If the run before did not close (its mark is there) and its journal was complete,
+        its request queue is deleted. Whether it was. A ``ConfigError`` if that run's process
+        still runs on this machine: two runs of one ``JOBDIR`` would share its queue."""
+        token, complete = _read_mark(self.jobdir)
+        if token is None:
+            return False
+        if self.alive(token):
+            raise ConfigError(
+                f"JOBDIR {self.jobdir} is in use by a crawl process still running ({token}): "
+                "a JOBDIR serves one run at a time; wait for that run to end (or stop it), or "
+                "give this one another JOBDIR"
+            )
+        if not complete:
+            logger.warning(
+                "the last run of JOBDIR %s (process %s) did not close (killed?) and its journal "
+                "did not hold its whole queue: Scrapy's request queue is read back as it is "
+                "(after a kill it may give old requests again and lose newer ones)",
+                self.jobdir,
+                token,
+            )
+            return False
+        queue = self.jobdir / QUEUE_FOLDER
+        if queue.exists():
+            shutil.rmtree(queue)
+        logger.warning(
+            "the last run of JOBDIR %s (process %s) did not close (killed?): Scrapy's request "
+            "queue there cannot be read back after a kill and is discarded; the crawl takes "
+            "over what that process owed from its journal in Redis (after 30 s of silence)",
+            self.jobdir,
+            token,
         )
-    queue = jobdir / QUEUE_FOLDER
-    if queue.exists():
-        shutil.rmtree(queue)
-    mark.unlink()
-    logger.warning(
-        "the last run of JOBDIR %s (process %s) did not close (killed?): Scrapy's request "
-        "queue there cannot be read back after a kill and is discarded; the crawl takes over "
-        "what that process owed from its journal in Redis (after 30 s of silence)",
-        jobdir,
-        token or "?",
-    )
-    return True
+        return True
 
 
-def mark_running(jobdir: Path, token: str) -> None:
-    """This run is open (journaling): a kill leaves the mark."""
-    jobdir.mkdir(parents=True, exist_ok=True)
-    tmp = jobdir / (RUNNING_FILE + ".tmp")
-    tmp.write_text(token + "\n", encoding="utf-8")
-    tmp.replace(jobdir / RUNNING_FILE)
+def queue_left(jobdir: Path) -> bool:
+    """Whether Scrapy's queue in ``jobdir`` holds requests (its state names a queue)."""
+    state = jobdir / QUEUE_FOLDER / QUEUE_STATE
+    try:
+        return bool(json.loads(state.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return False
+    except ValueError:  # unreadable: Scrapy will fail on it too; count it as holding some
+        return True
 
 
-def mark_closed(jobdir: Path) -> None:
-    """This run closed well: Scrapy has written its queue's state."""
-    (jobdir / RUNNING_FILE).unlink(missing_ok=True)
+def _read_mark(jobdir: Path) -> tuple[str | None, bool]:
+    """The token of the run that marked ``jobdir`` (None: no mark), and its completeness."""
+    try:
+        lines = (jobdir / RUNNING_FILE).read_text(encoding="utf-8", errors="replace").split()
+    except FileNotFoundError:
+        return None, False
+    return (lines[0] if lines else "?"), lines[1:2] != ["partial"]

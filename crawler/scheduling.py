@@ -40,7 +40,7 @@ from twisted.internet.threads import deferToThread
 from crawler import stats as dedup_stats
 from crawler.closing import Closing
 from crawler.frontier import ResumeState
-from crawler.jobdir import discard_killed_queue, mark_closed, mark_running
+from crawler.jobdir import JobdirRun
 from crawler.process_stops import ProcessStops
 from crawler.resuming import RESUME_FILE, Resuming
 from crawler.rules_setup import install_rules
@@ -76,8 +76,9 @@ class DecisionScheduler(Resuming, Closing):
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
         self._stops = ProcessStops()  # time the process did not run: not the workers' stall
         jobdir = crawler.settings.get("JOBDIR")
-        self.jobdir = Path(jobdir) if jobdir else None
-        self.queue_kept = True  # False: the last run was killed, its queue discarded
+        journals = self.config.share_work and self.config.shared_seen
+        self.jobdir_run = JobdirRun(Path(jobdir)) if jobdir and journals else None
+        self._resume_journal = ""  # the journal the resume file named, while not taken up
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -86,9 +87,8 @@ class DecisionScheduler(Resuming, Closing):
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: no decisions to schedule from")
         session.check_components()
         ext = cls(crawler, session)
-        if ext.jobdir is not None and session.config.share_work and session.config.shared_seen:
-            # Before Scrapy's scheduler opens the queue (built after the extensions).
-            ext.queue_kept = not discard_killed_queue(ext.jobdir)
+        if ext.jobdir_run is not None:
+            ext.jobdir_run.open()  # before Scrapy's scheduler opens the queue
         connect = crawler.signals.connect
         connect(ext.spider_opened, signal=signals.spider_opened)
         connect(ext.spider_idle, signal=signals.spider_idle)
@@ -110,11 +110,8 @@ class DecisionScheduler(Resuming, Closing):
         self.links.budget.keep_deferred = path is not None
         self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
-        sharing = self.session.open_sharing(resume.journal, self.queue_kept)
-        if sharing is not None:
-            sharing.beat(BUSY)
-            if self.jobdir is not None and sharing.fingerprint is not None:
-                mark_running(self.jobdir, sharing.token)
+        self._resume_journal = resume.journal
+        self._open_sharing(resume.journal)
         self._stops.start()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
@@ -124,6 +121,21 @@ class DecisionScheduler(Resuming, Closing):
         resuming = f", resuming {len(resume.awaiting)} pages" if path else ""
         topic = self.config.decisions_topic
         logger.info("reading decisions from %s at offsets %s%s", topic, started, resuming)
+
+    def _open_sharing(self, left_by: str) -> None:
+        """Work sharing (with a ``JOBDIR``: the journal ``left_by`` kept, taken up, and the
+        ``JOBDIR`` marked before the first beat, whose failure leaves the next to the poll)."""
+        run = self.jobdir_run
+        sharing = self.session.open_sharing(left_by, run is None or run.queue_kept)
+        if sharing is None:
+            return
+        self._resume_journal = ""
+        if run is not None and sharing.fingerprint is not None:
+            run.started(sharing.token, adopted=bool(left_by) and run.queue_kept)
+        try:
+            sharing.beat(BUSY)
+        except Exception as exc:  # the poll beats again; raising here skipped the resume
+            logger.warning("the first beat in the crawl's peer table failed: %s", exc)
 
     def _predicted(self, prediction: PredictedDuplicate) -> None:
         publisher = self.session.publisher
@@ -170,8 +182,8 @@ class DecisionScheduler(Resuming, Closing):
         self._spider_closing = True  # also closed otherwise than by Ctrl-C (CLOSESPIDER_*)
         await self._await_decisions(reason)
         self._close_down(spider, reason)
-        if self.jobdir is not None:  # closed well: Scrapy's queue and the resume file written
-            mark_closed(self.jobdir)
+        if self.jobdir_run is not None:  # closed well: Scrapy's queue, the resume file written
+            self.jobdir_run.closed()
         await maybe_deferred_to_future(deferToThread(self.feed.stop))
         self._stops.stop()
         self._write_stats(reason)
@@ -195,8 +207,10 @@ class DecisionScheduler(Resuming, Closing):
                 self._leave(self.links.leave_queue, "queued requests")
                 self._leave(self.links.leave_undecided, "requests of pages without a decision")
             self._leave_counted()  # after the leaving: what a later run will fetch is claimed
-            jobdir = self._resume_path() is not None
-            self._leave_sharing(lambda journal: self._save_resume(spider, journal), jobdir)
+            keep = self.jobdir_run is not None and self.jobdir_run.keeps_journal
+            self._leave_sharing(
+                lambda journal: self._save_resume(spider, journal or self._resume_journal), keep
+            )
         finally:  # whatever failed above, the rules' counts go out and their client closes
             self._close_rules()
 

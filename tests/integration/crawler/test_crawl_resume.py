@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -161,38 +162,45 @@ def _statuses(server: SiteServer, host: str, path: str) -> list[int]:
     return [hit.status for hit in server.log if (hit.host, hit.path) == (host, path)]
 
 
-def test_a_jobdir_crawl_killed_mid_crawl_loses_nothing_when_resumed(
+def test_a_jobdir_crawl_stopped_then_killed_loses_nothing_when_resumed(
     site_server: SiteServer, crawl_env: Env, tmp_path: Path
 ) -> None:
-    """Killed (SIGKILL), a JOBDIR crawl's queue is not read back (Scrapy writes its state only
-    as it closes: ``crawler.jobdir``); the resumed run discards it and takes over what the
-    killed process journaled in Redis. Before, a JOBDIR crawl journaled nothing: the resumed
+    """Stopped (Ctrl-C), a JOBDIR crawl keeps its journal for the resume, which adopts it;
+    killed (SIGKILL), its queue is not read back (Scrapy writes its state only as it closes:
+    ``crawler.jobdir``), so the next run discards it and takes over the killed process's
+    journal, adopted entries included. Before, a JOBDIR crawl journaled nothing: the last
     run found every link claimed and the killed run's queue unreadable, and lost the pages."""
     truth = manifest(site_server)
     job = tmp_path / "job"
     settings = {"JOBDIR": str(job), "NEARDUP_RULES": "false", **FAST}
-    # Decisions every 2 s pace the crawl, so the kill lands mid-crawl on a busy machine too.
+    # Decisions every 2 s pace the crawl, so the stops land mid-crawl on a busy machine too.
     crawl_env.vars["NEARDUP_BATCH_INTERVAL_MS"] = "2000"
     crawl_env.worker()
     seed = truth["seeds"]["main"]
-    first = crawl_env.crawler("run-1", seed, DOMAINS, **settings)
-    deadline = time.monotonic() + 120
-    while len(site_server.fetched()) < 3 and first.poll() is None:
-        assert time.monotonic() < deadline, crawl_env.log("run-1")
-        time.sleep(0.05)
-    first.kill()
-    first.wait(10)
-    assert "Closing spider" not in crawl_env.log("run-1", 10**6), "killed mid-crawl"
-    assert (job / "neardup-running").exists()
-    before = set(site_server.fetched())
-    stats_file = tmp_path / "run-2.json"
-    again = crawl_env.crawler("run-2", seed, DOMAINS, NEARDUP_STATS_FILE=str(stats_file),
-                              **settings)  # fmt: skip
-    wait_all(crawl_env, [again], 240)
-
     expected = set(truth["unique"]) - {u for u in truth["unique"] if "127.0.0.4" in u}
-    assert expected - before, "the kill should leave unique pages to fetch"
+
+    def stopped(name: str, sig: signal.Signals) -> None:
+        process = crawl_env.crawler(name, seed, DOMAINS, **settings)
+        goal, deadline = len(site_server.fetched()) + 3, time.monotonic() + 120
+        while len(site_server.fetched()) < goal and process.poll() is None:
+            assert time.monotonic() < deadline, crawl_env.log(name)
+            time.sleep(0.05)
+        assert process.poll() is None, f"{name} ended before its stop"
+        process.send_signal(sig)
+        process.wait(60)
+        assert expected - set(site_server.fetched()), "the stop should leave unique pages"
+
+    stopped("run-1", signal.SIGINT)
+    assert not (job / "neardup-running").exists()
+    stopped("run-2", signal.SIGKILL)
+    assert "took up the journal of the run this JOBDIR resumes" in crawl_env.log("run-2", 10**6)
+    assert (job / "neardup-running").exists()
+    stats_file = tmp_path / "run-3.json"
+    last = crawl_env.crawler("run-3", seed, DOMAINS, NEARDUP_STATS_FILE=str(stats_file),
+                             **settings)  # fmt: skip
+    wait_all(crawl_env, [last], 240)
+
     assert sorted(expected - set(site_server.fetched())) == []
-    assert "did not close (killed?)" in crawl_env.log("run-2", 10**6)
+    assert "did not close (killed?)" in crawl_env.log("run-3", 10**6)
     assert json.loads(stats_file.read_text())["dedup/requests_taken_from_killed"] > 0
     assert not (job / "neardup-running").exists()

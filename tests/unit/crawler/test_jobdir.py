@@ -8,13 +8,7 @@ from pathlib import Path
 import pytest
 from queuelib.queue import FifoDiskQueue
 
-from crawler.jobdir import (
-    QUEUE_FOLDER,
-    RUNNING_FILE,
-    discard_killed_queue,
-    mark_closed,
-    mark_running,
-)
+from crawler.jobdir import QUEUE_FOLDER, QUEUE_STATE, RUNNING_FILE, JobdirRun
 from crawler.peers_here import process_token
 from dedup_worker.errors import ConfigError
 
@@ -32,39 +26,91 @@ def test_a_fifo_disk_queue_not_closed_is_read_back_wrong(tmp_path: Path) -> None
     assert (len(resumed), resumed.pop(), len(resumed), resumed.pop()) == (1, b"old 0", 0, None)
 
 
-def test_the_queue_of_a_run_that_did_not_close_is_discarded(
+def _queue(jobdir: Path, state: str = "[5]") -> Path:
+    """A queue as Scrapy leaves it at a close: a priority's folder, and its state."""
+    (jobdir / QUEUE_FOLDER / "p5").mkdir(parents=True)
+    (jobdir / QUEUE_FOLDER / QUEUE_STATE).write_text(state)
+    return jobdir / QUEUE_FOLDER
+
+
+def _killed(jobdir: Path, queue_restored: bool, adopted: bool) -> JobdirRun:
+    """A run that marked ``jobdir`` and was killed (its mark stays)."""
+    if queue_restored:
+        _queue(jobdir)
+    run = JobdirRun(jobdir, alive=lambda token: False)
+    run.open()
+    run.started("host:1:mark-abc", adopted=adopted)
+    return run
+
+
+@pytest.mark.parametrize(("queue_restored", "adopted"), [(False, False), (True, True)])
+def test_the_queue_of_a_killed_run_whose_journal_held_it_is_discarded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, queue_restored: bool, adopted: bool
+) -> None:
+    """Its journal holds all its queue: started with none left, or adopted the journal of
+    the run it resumed. The next run discards the queue and keeps its own journal at close."""
+    killed = _killed(tmp_path, queue_restored, adopted)
+    assert killed.keeps_journal
+    assert (tmp_path / RUNNING_FILE).read_text() == "host:1:mark-abc\ncomplete\n"
+    queue = tmp_path / QUEUE_FOLDER / "p5"
+    queue.mkdir(parents=True, exist_ok=True)
+    (queue / "q00000").write_bytes(b"stale")
+    resumed = JobdirRun(tmp_path, alive=lambda token: False)
+    with caplog.at_level(logging.WARNING):
+        resumed.open()
+    assert not resumed.queue_kept and not resumed.queue_restored
+    assert not (tmp_path / QUEUE_FOLDER).exists()
+    assert "host:1:mark-abc" in caplog.text and "did not close (killed?)" in caplog.text
+    resumed.started("host:2:mark-def", adopted=False)
+    assert resumed.keeps_journal  # nothing restored: its journal holds its queue
+    resumed.closed()
+    assert not (tmp_path / RUNNING_FILE).exists()
+
+
+def test_the_queue_of_a_killed_run_whose_journal_did_not_hold_it_is_kept(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = tmp_path / QUEUE_FOLDER / "p0"
-    queue.mkdir(parents=True)
-    (queue / "q00000").write_bytes(b"stale")
-    mark_running(tmp_path, "host:1:mark-abc")
-    assert (tmp_path / RUNNING_FILE).read_text() == "host:1:mark-abc\n"
+    """A run that resumed a queue without adopting a journal (left by a run without one)
+    journals only what it claims: its queue is the only record of the rest, kept after a
+    kill as Scrapy left it; nor is its journal kept at a close."""
+    killed = _killed(tmp_path, queue_restored=True, adopted=False)
+    assert not killed.keeps_journal
+    assert (tmp_path / RUNNING_FILE).read_text().endswith("partial\n")
+    resumed = JobdirRun(tmp_path, alive=lambda token: False)
     with caplog.at_level(logging.WARNING):
-        assert discard_killed_queue(tmp_path)
-    assert not (tmp_path / QUEUE_FOLDER).exists() and not (tmp_path / RUNNING_FILE).exists()
-    assert "host:1:mark-abc" in caplog.text and "did not close (killed?)" in caplog.text
-    assert not discard_killed_queue(tmp_path)  # once
+        resumed.open()
+    assert resumed.queue_kept and resumed.queue_restored
+    assert (tmp_path / QUEUE_FOLDER / "p5").exists()
+    assert "did not hold its whole queue" in caplog.text
 
 
-def test_the_queue_of_a_run_that_closed_is_kept(tmp_path: Path) -> None:
-    queue = tmp_path / QUEUE_FOLDER / "p0"
-    queue.mkdir(parents=True)
-    mark_running(tmp_path, "host:1:mark-abc")
-    mark_closed(tmp_path)
-    assert not discard_killed_queue(tmp_path)
-    assert queue.exists()
-    mark_closed(tmp_path)  # twice is harmless
-    assert not discard_killed_queue(tmp_path / "never-used")  # a new JOBDIR: nothing to do
+def test_a_run_that_closed_leaves_its_queue_and_only_its_own_mark_goes(tmp_path: Path) -> None:
+    first = _killed(tmp_path, queue_restored=True, adopted=True)
+    first.closed()
+    second = JobdirRun(tmp_path, alive=lambda token: False)
+    second.open()
+    assert second.queue_kept and second.queue_restored
+    second.started("host:2:mark-def", adopted=True)
+    first.closed()  # closing late: the mark is the second run's now
+    assert (tmp_path / RUNNING_FILE).read_text().startswith("host:2:mark-def")
+    fresh = JobdirRun(tmp_path / "never-used")
+    fresh.open()
+    assert fresh.queue_kept and not fresh.queue_restored
+    _queue(tmp_path / "emptied", state="[]")
+    emptied = JobdirRun(tmp_path / "emptied")
+    emptied.open()
+    assert not emptied.queue_restored
 
 
 def test_a_jobdir_whose_run_still_runs_is_refused(tmp_path: Path) -> None:
     """Two runs of one JOBDIR would share Scrapy's queue: the second would delete the first's."""
-    queue = tmp_path / QUEUE_FOLDER
-    queue.mkdir()
-    mark_running(tmp_path, process_token())  # this very process: alive_here cannot tell
-    assert discard_killed_queue(tmp_path)
-    mark_running(tmp_path, "host:1:mark-abc")
+    queue = _queue(tmp_path)
+    JobdirRun(tmp_path).started(process_token(), adopted=True)  # this very process
+    JobdirRun(tmp_path).open()  # alive_here cannot tell its own process: taken as killed
+    assert not queue.exists()
+    queue = _queue(tmp_path)
+    JobdirRun(tmp_path).started("host:1:mark-abc", adopted=True)
+    running = JobdirRun(tmp_path, alive=lambda token: token == "host:1:mark-abc")
     with pytest.raises(ConfigError, match="in use by a crawl process still running"):
-        discard_killed_queue(tmp_path, alive=lambda token: token == "host:1:mark-abc")
-    assert (tmp_path / RUNNING_FILE).exists()
+        running.open()
+    assert (tmp_path / RUNNING_FILE).exists() and queue.exists()
