@@ -50,12 +50,27 @@ class JobdirRun:
         self.jobdir = jobdir
         self.alive = alive
         self.queue_kept = True  # False: the run before was killed, its queue discarded
+        self.killed = ""  # the token of that run, whose journal the crawl takes over
         self.queue_restored = False  # Scrapy restores requests from the queue left
         self.token: str | None = None  # marked by this run (journaling)
         self.complete = False
 
-    def open(self) -> None:
-        """Before Scrapy's scheduler opens the queue (built after the extensions)."""
+    def open(self, journals: bool) -> None:
+        """Before Scrapy's scheduler opens the queue (built after the extensions). A run that
+        ``journals`` nothing (no Redis, sharing off) reads the queue as it is, and the mark of
+        a killed run goes: the queue it leaves holds requests that no journal does."""
+        if not journals:
+            token, _ = _read_mark(self.jobdir)
+            if token is not None:
+                logger.warning(
+                    "the last run of JOBDIR %s (process %s) did not close (killed?); without a "
+                    "journal in Redis this run reads Scrapy's request queue as it is (after a "
+                    "kill it may give old requests again and lose newer ones)",
+                    self.jobdir,
+                    token,
+                )
+                (self.jobdir / RUNNING_FILE).unlink(missing_ok=True)
+            return
         self.queue_kept = not self._discard_killed_queue()
         self.queue_restored = queue_left(self.jobdir)
 
@@ -103,6 +118,7 @@ class JobdirRun:
         queue = self.jobdir / QUEUE_FOLDER
         if queue.exists():
             shutil.rmtree(queue)
+        self.killed = token
         logger.warning(
             "the last run of JOBDIR %s (process %s) did not close (killed?): Scrapy's request "
             "queue there cannot be read back after a kill and is discarded; the crawl takes "
@@ -130,4 +146,4 @@ def _read_mark(jobdir: Path) -> tuple[str | None, bool]:
         lines = (jobdir / RUNNING_FILE).read_text(encoding="utf-8", errors="replace").split()
     except FileNotFoundError:
         return None, False
-    return (lines[0] if lines else "?"), lines[1:2] != ["partial"]
+    return (lines[0] if lines else "?"), lines[1:2] == ["complete"]

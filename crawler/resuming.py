@@ -11,9 +11,12 @@ from typing import Any
 from scrapy.utils.request import request_from_dict
 
 from crawler.frontier import Held, PageKey, ResumeState
+from crawler.jobdir import JobdirRun
 from crawler.links import LINK_META, LinkScheduler
 from crawler.links_out import Want
 from crawler.seen import past_the_filter
+from crawler.session import NeardupSession
+from crawler.sharing import BUSY
 from dedup_worker.adapters.kafka import DecisionFeed
 
 logger = logging.getLogger(__name__)
@@ -29,6 +32,57 @@ class Resuming:
     stats: Any
     links: LinkScheduler
     feed: DecisionFeed
+    session: NeardupSession
+    jobdir_run: JobdirRun | None
+
+    def _load_resume(self, path: Path | None) -> ResumeState:
+        """The resume file; after a kill whose queue was discarded, only its budget count and
+        journal: the killed run re-sent the rest (in its journal now, taken over), so sending
+        it again fetched it twice."""
+        resume = (ResumeState.load(path) if path else None) or ResumeState()
+        if self.jobdir_run is None or self.jobdir_run.queue_kept:
+            return resume
+        return ResumeState(scheduled=resume.scheduled, journal=resume.journal)
+
+    def _open_sharing(self, left_by: str) -> None:
+        """Work sharing (with a ``JOBDIR``: the journal ``left_by`` kept, taken up, and the
+        ``JOBDIR`` marked before the first beat). Redis failing here leaves this process
+        crawling alone, without a journal (raising skipped the rest of the opening, and the
+        crawl waited for ever); a failed first beat leaves the next to the poll."""
+        run = self.jobdir_run
+        try:
+            sharing = self.session.open_sharing(
+                left_by, run is None or run.queue_kept, run.killed if run is not None else ""
+            )
+        except Exception:
+            logger.exception("work sharing failed to open: this process crawls alone")
+            self.links.sharing = None
+            return
+        if sharing is None:
+            return
+        if run is not None and sharing.fingerprint is not None:
+            run.started(sharing.token, adopted=bool(left_by) and run.queue_kept)
+        try:
+            sharing.beat(BUSY)
+        except Exception as exc:
+            logger.warning("the first beat in the crawl's peer table failed: %s", exc)
+
+    def _journal_resumed(self, spider: Any, resume: ResumeState) -> None:
+        """The requests the resume file sends out go into this process's journal: claimed by
+        a run that may have journaled none of them, they were in no journal, and a kill of
+        this run (its queue discarded) lost them."""
+        sharing = self.links.sharing
+        if sharing is None:
+            return
+        serialised = [*resume.deferred, *resume.paced, *(w[3] for w in resume.waiting)]
+        serialised += [s for kept in resume.kept for s in kept[4]]
+        serialised += [s for held in resume.held for s in held]
+        requests = [request_from_dict(s, spider=spider) for s in serialised]
+        try:
+            sharing.journal_again(requests, spider)
+        except Exception as exc:  # a kill of this run would fetch them twice or lose them
+            logger.warning("%d resumed requests are not in this process's journal: %s",
+                           len(requests), exc)  # fmt: skip
 
     def _resume_awaiting(self, spider: Any, resume: ResumeState) -> None:
         ledger = self.links.ledger

@@ -39,7 +39,6 @@ from twisted.internet.threads import deferToThread
 
 from crawler import stats as dedup_stats
 from crawler.closing import Closing
-from crawler.frontier import ResumeState
 from crawler.jobdir import JobdirRun
 from crawler.process_stops import ProcessStops
 from crawler.resuming import RESUME_FILE, Resuming
@@ -76,9 +75,7 @@ class DecisionScheduler(Resuming, Closing):
         self._sharing_failed_at: float | None = None  # monotonic time of the first failure
         self._stops = ProcessStops()  # time the process did not run: not the workers' stall
         jobdir = crawler.settings.get("JOBDIR")
-        journals = self.config.share_work and self.config.shared_seen
-        self.jobdir_run = JobdirRun(Path(jobdir)) if jobdir and journals else None
-        self._resume_journal = ""  # the journal the resume file named, while not taken up
+        self.jobdir_run = JobdirRun(Path(jobdir)) if jobdir else None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
@@ -87,8 +84,8 @@ class DecisionScheduler(Resuming, Closing):
             raise NotConfigured("NEARDUP_KAFKA_BOOTSTRAP is not set: no decisions to schedule from")
         session.check_components()
         ext = cls(crawler, session)
-        if ext.jobdir_run is not None:
-            ext.jobdir_run.open()  # before Scrapy's scheduler opens the queue
+        if ext.jobdir_run is not None:  # before Scrapy's scheduler opens the queue
+            ext.jobdir_run.open(journals=session.config.share_work and session.config.shared_seen)
         connect = crawler.signals.connect
         connect(ext.spider_opened, signal=signals.spider_opened)
         connect(ext.spider_idle, signal=signals.spider_idle)
@@ -104,14 +101,14 @@ class DecisionScheduler(Resuming, Closing):
             crawl_id = self.session.crawl_id()
             self.session.rules = install_rules(self.session, self.stats, crawl_id, self._predicted)
         path = self._resume_path()
-        resume = (ResumeState.load(path) if path else None) or ResumeState()
+        resume = self._load_resume(path)
         started = await maybe_deferred_to_future(deferToThread(self.feed.start, resume.offsets))
         self._resume_awaiting(spider, resume)
         self.links.budget.keep_deferred = path is not None
         self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
-        self._resume_journal = resume.journal
         self._open_sharing(resume.journal)
+        self._journal_resumed(spider, resume)
         self._stops.start()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)
@@ -121,21 +118,6 @@ class DecisionScheduler(Resuming, Closing):
         resuming = f", resuming {len(resume.awaiting)} pages" if path else ""
         topic = self.config.decisions_topic
         logger.info("reading decisions from %s at offsets %s%s", topic, started, resuming)
-
-    def _open_sharing(self, left_by: str) -> None:
-        """Work sharing (with a ``JOBDIR``: the journal ``left_by`` kept, taken up, and the
-        ``JOBDIR`` marked before the first beat, whose failure leaves the next to the poll)."""
-        run = self.jobdir_run
-        sharing = self.session.open_sharing(left_by, run is None or run.queue_kept)
-        if sharing is None:
-            return
-        self._resume_journal = ""
-        if run is not None and sharing.fingerprint is not None:
-            run.started(sharing.token, adopted=bool(left_by) and run.queue_kept)
-        try:
-            sharing.beat(BUSY)
-        except Exception as exc:  # the poll beats again; raising here skipped the resume
-            logger.warning("the first beat in the crawl's peer table failed: %s", exc)
 
     def _predicted(self, prediction: PredictedDuplicate) -> None:
         publisher = self.session.publisher
@@ -208,9 +190,7 @@ class DecisionScheduler(Resuming, Closing):
                 self._leave(self.links.leave_undecided, "requests of pages without a decision")
             self._leave_counted()  # after the leaving: what a later run will fetch is claimed
             keep = self.jobdir_run is not None and self.jobdir_run.keeps_journal
-            self._leave_sharing(
-                lambda journal: self._save_resume(spider, journal or self._resume_journal), keep
-            )
+            self._leave_sharing(lambda journal: self._save_resume(spider, journal), keep)
         finally:  # whatever failed above, the rules' counts go out and their client closes
             self._close_rules()
 

@@ -136,12 +136,16 @@ class NeardupSession:
         )
         return store
 
-    def open_sharing(self, left_by: str = "", queue_kept: bool = True) -> WorkSharing | None:
+    def open_sharing(
+        self, left_by: str = "", queue_kept: bool = True, killed: str = ""
+    ) -> WorkSharing | None:
         """The crawl's work sharing between its processes (:mod:`crawler.sharing`), handed to
         the link scheduler; None without Redis or with ``NEARDUP_SHARE_WORK`` off. ``left_by``:
         the process whose journal the ``JOBDIR`` this crawl resumes kept (its resume file
         says which), adopted before this process journals anything; or, when Scrapy's queue
-        there was discarded (``crawler.jobdir``), handed back to the crawl to take over."""
+        there was discarded (``crawler.jobdir``), handed back to the crawl to take over, and
+        so is the journal of the ``killed`` run that marked the ``JOBDIR`` (adopted by it,
+        before it ever beat: then nobody knew it)."""
         config = self.config
         if not (config.share_work and config.shared_seen):
             return None
@@ -164,8 +168,9 @@ class NeardupSession:
                 adopted = store.adopt(sharing.token, left_by)
                 logger.info("took up the journal of the run this JOBDIR resumes: %d requests "
                             "it owed", adopted)  # fmt: skip
-            elif left_by:
-                store.hand_back(left_by)
+            else:
+                for token in {left_by, killed} - {""}:
+                    store.hand_back(token)
             seen.store.journal(journal_key(self.crawl_id(), sharing.token))
         return sharing
 

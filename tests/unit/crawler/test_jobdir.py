@@ -38,7 +38,7 @@ def _killed(jobdir: Path, queue_restored: bool, adopted: bool) -> JobdirRun:
     if queue_restored:
         _queue(jobdir)
     run = JobdirRun(jobdir, alive=lambda token: False)
-    run.open()
+    run.open(journals=True)
     run.started("host:1:mark-abc", adopted=adopted)
     return run
 
@@ -57,8 +57,9 @@ def test_the_queue_of_a_killed_run_whose_journal_held_it_is_discarded(
     (queue / "q00000").write_bytes(b"stale")
     resumed = JobdirRun(tmp_path, alive=lambda token: False)
     with caplog.at_level(logging.WARNING):
-        resumed.open()
+        resumed.open(journals=True)
     assert not resumed.queue_kept and not resumed.queue_restored
+    assert resumed.killed == "host:1:mark-abc"  # its journal is handed back too
     assert not (tmp_path / QUEUE_FOLDER).exists()
     assert "host:1:mark-abc" in caplog.text and "did not close (killed?)" in caplog.text
     resumed.started("host:2:mark-def", adopted=False)
@@ -78,7 +79,7 @@ def test_the_queue_of_a_killed_run_whose_journal_did_not_hold_it_is_kept(
     assert (tmp_path / RUNNING_FILE).read_text().endswith("partial\n")
     resumed = JobdirRun(tmp_path, alive=lambda token: False)
     with caplog.at_level(logging.WARNING):
-        resumed.open()
+        resumed.open(journals=True)
     assert resumed.queue_kept and resumed.queue_restored
     assert (tmp_path / QUEUE_FOLDER / "p5").exists()
     assert "did not hold its whole queue" in caplog.text
@@ -88,29 +89,57 @@ def test_a_run_that_closed_leaves_its_queue_and_only_its_own_mark_goes(tmp_path:
     first = _killed(tmp_path, queue_restored=True, adopted=True)
     first.closed()
     second = JobdirRun(tmp_path, alive=lambda token: False)
-    second.open()
+    second.open(journals=True)
     assert second.queue_kept and second.queue_restored
     second.started("host:2:mark-def", adopted=True)
     first.closed()  # closing late: the mark is the second run's now
     assert (tmp_path / RUNNING_FILE).read_text().startswith("host:2:mark-def")
     fresh = JobdirRun(tmp_path / "never-used")
-    fresh.open()
+    fresh.open(journals=True)
     assert fresh.queue_kept and not fresh.queue_restored
-    _queue(tmp_path / "emptied", state="[]")
-    emptied = JobdirRun(tmp_path / "emptied")
-    emptied.open()
-    assert not emptied.queue_restored
+    for state in ("[]", "{}"):  # Scrapy's two priority queues, empty
+        _queue(tmp_path / state, state=state)
+        emptied = JobdirRun(tmp_path / state)
+        emptied.open(journals=True)
+        assert not emptied.queue_restored
 
 
 def test_a_jobdir_whose_run_still_runs_is_refused(tmp_path: Path) -> None:
     """Two runs of one JOBDIR would share Scrapy's queue: the second would delete the first's."""
     queue = _queue(tmp_path)
     JobdirRun(tmp_path).started(process_token(), adopted=True)  # this very process
-    JobdirRun(tmp_path).open()  # alive_here cannot tell its own process: taken as killed
+    JobdirRun(tmp_path).open(journals=True)  # its own process: alive_here cannot tell
     assert not queue.exists()
     queue = _queue(tmp_path)
     JobdirRun(tmp_path).started("host:1:mark-abc", adopted=True)
     running = JobdirRun(tmp_path, alive=lambda token: token == "host:1:mark-abc")
     with pytest.raises(ConfigError, match="in use by a crawl process still running"):
-        running.open()
+        running.open(journals=True)
     assert (tmp_path / RUNNING_FILE).exists() and queue.exists()
+
+
+def test_a_run_without_a_journal_reads_the_queue_and_drops_a_killed_runs_mark(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without Redis (or with sharing off) the queue is the only record: read as Scrapy left
+    it, and the mark of the killed run before goes (a later run with a journal finding it
+    deleted this run's queue, whose requests no journal holds)."""
+    _killed(tmp_path, queue_restored=True, adopted=True)
+    alone = JobdirRun(tmp_path, alive=lambda token: False)
+    with caplog.at_level(logging.WARNING):
+        alone.open(journals=False)
+    assert alone.queue_kept and not alone.keeps_journal
+    assert (tmp_path / QUEUE_FOLDER / "p5").exists() and not (tmp_path / RUNNING_FILE).exists()
+    assert "without a journal in Redis" in caplog.text
+    later = JobdirRun(tmp_path, alive=lambda token: False)
+    later.open(journals=True)
+    assert later.queue_kept and later.queue_restored
+
+
+def test_a_mark_of_one_line_is_taken_for_partial(tmp_path: Path) -> None:
+    """As the first version wrote it (its journal may not have held its queue)."""
+    _queue(tmp_path)
+    (tmp_path / RUNNING_FILE).write_text("host:1:mark-abc\n")
+    run = JobdirRun(tmp_path, alive=lambda token: False)
+    run.open(journals=True)
+    assert run.queue_kept and (tmp_path / QUEUE_FOLDER / "p5").exists()
