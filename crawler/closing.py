@@ -80,6 +80,11 @@ class Closing:
                 sharing.store.close()
                 return
         keep = keep_journal and sharing.fingerprint is not None
+        if keep:  # the pages settled since the last claim leave the journal kept
+            try:
+                self.session.seen().flush()
+            except Exception as exc:  # they stay in it: fetched again after a kill, never lost
+                logger.warning("settling the last pages in the journal failed: %s", exc)
         save_resume(sharing.token if keep else "")
         try:
             sharing.leave(keep_journal=keep)

@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from crawler.peers_here import alive_here
+from crawler.peers_here import alive_here, process_token
 from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -74,12 +74,27 @@ class JobdirRun:
         self.queue_kept = not self._discard_killed_queue()
         self.queue_restored = queue_left(self.jobdir)
 
-    def started(self, token: str, adopted: bool) -> None:
-        """This run journals as ``token``; ``adopted``: the journal of the run it resumes."""
-        self.token, self.complete = token, adopted or not self.queue_restored
+    def started(self, token: str, adopted: bool, resume_owes: bool) -> None:
+        """This run journals as ``token``. Its journal holds all it owes when it ``adopted``
+        the journal of the run it resumes, or that run left no queue and no resume file
+        owing pages or requests (``resume_owes``): those are in no journal of ours."""
+        self.token = token
+        self.complete = adopted or not (self.queue_restored or resume_owes)
+        self._mark()
+
+    def alone(self) -> None:
+        """This run journals nothing after all (Redis failed as sharing opened): marked
+        partial, so after its kill its queue is read back, and a killed run's mark before it
+        (whose queue it may have discarded) no longer stands for it."""
+        self.token, self.complete = process_token(), False
+        self._mark()
+
+    def _mark(self) -> None:
+        assert self.token is not None
         self.jobdir.mkdir(parents=True, exist_ok=True)
         tmp = self.jobdir / (RUNNING_FILE + ".tmp")
-        tmp.write_text(f"{token}\n{'complete' if self.complete else 'partial'}\n", "utf-8")
+        state = "complete" if self.complete else "partial"
+        tmp.write_text(f"{self.token}\n{state}\n", "utf-8")
         tmp.replace(self.jobdir / RUNNING_FILE)
 
     @property
@@ -88,9 +103,10 @@ class JobdirRun:
         return self.token is not None and self.complete
 
     def closed(self) -> None:
-        """This run closed well: Scrapy has written its queue's state. Its own mark goes
-        (another run's, which started meanwhile, stays)."""
-        if self.token is not None and _read_mark(self.jobdir)[0] == self.token:
+        """This run closed well: Scrapy has written its queue's state. Its own mark goes, or,
+        if it never marked (its opening failed first), a killed run's mark before it, which no
+        longer stands for the queue (another run's, which started meanwhile, stays)."""
+        if _read_mark(self.jobdir)[0] in (self.token, None) or self.token is None:
             (self.jobdir / RUNNING_FILE).unlink(missing_ok=True)
 
     def _discard_killed_queue(self) -> bool:

@@ -44,45 +44,30 @@ class Resuming:
             return resume
         return ResumeState(scheduled=resume.scheduled, journal=resume.journal)
 
-    def _open_sharing(self, left_by: str) -> None:
-        """Work sharing (with a ``JOBDIR``: the journal ``left_by`` kept, taken up, and the
-        ``JOBDIR`` marked before the first beat). Redis failing here leaves this process
+    def _open_sharing(self, resume: ResumeState) -> None:
+        """Work sharing (with a ``JOBDIR``: the journal the resume file names taken up, and
+        the ``JOBDIR`` marked before the first beat). Redis failing here leaves this process
         crawling alone, without a journal (raising skipped the rest of the opening, and the
         crawl waited for ever); a failed first beat leaves the next to the poll."""
-        run = self.jobdir_run
+        run, left_by = self.jobdir_run, resume.journal
         try:
             sharing = self.session.open_sharing(
                 left_by, run is None or run.queue_kept, run.killed if run is not None else ""
             )
         except Exception:
             logger.exception("work sharing failed to open: this process crawls alone")
-            self.links.sharing = None
-            return
+            self.links.sharing = sharing = None
+        if run is not None and (sharing is None or sharing.fingerprint is None):
+            run.alone()
         if sharing is None:
             return
         if run is not None and sharing.fingerprint is not None:
-            run.started(sharing.token, adopted=bool(left_by) and run.queue_kept)
+            adopted = bool(left_by) and run.queue_kept
+            run.started(sharing.token, adopted, resume_owes=_owes(resume))
         try:
             sharing.beat(BUSY)
         except Exception as exc:
             logger.warning("the first beat in the crawl's peer table failed: %s", exc)
-
-    def _journal_resumed(self, spider: Any, resume: ResumeState) -> None:
-        """The requests the resume file sends out go into this process's journal: claimed by
-        a run that may have journaled none of them, they were in no journal, and a kill of
-        this run (its queue discarded) lost them."""
-        sharing = self.links.sharing
-        if sharing is None:
-            return
-        serialised = [*resume.deferred, *resume.paced, *(w[3] for w in resume.waiting)]
-        serialised += [s for kept in resume.kept for s in kept[4]]
-        serialised += [s for held in resume.held for s in held]
-        requests = [request_from_dict(s, spider=spider) for s in serialised]
-        try:
-            sharing.journal_again(requests, spider)
-        except Exception as exc:  # a kill of this run would fetch them twice or lose them
-            logger.warning("%d resumed requests are not in this process's journal: %s",
-                           len(requests), exc)  # fmt: skip
 
     def _resume_awaiting(self, spider: Any, resume: ResumeState) -> None:
         ledger = self.links.ledger
@@ -190,6 +175,11 @@ class Resuming:
             return None
         serialised["_neardup_url"] = url
         return serialised
+
+
+def _owes(resume: ResumeState) -> bool:
+    """Whether the resume file holds pages or requests for this run."""
+    return bool(resume.awaiting or resume.deferred or resume.paced or resume.waiting)
 
 
 def _present(serialised: list[dict[str, Any] | None]) -> list[dict[str, Any]]:

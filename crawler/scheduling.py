@@ -107,8 +107,7 @@ class DecisionScheduler(Resuming, Closing):
         self.links.budget.keep_deferred = path is not None
         self.links.budget.spent = resume.scheduled + len(getattr(spider, "seeds", None) or ())
         self.links.last_progress = time.monotonic()
-        self._open_sharing(resume.journal)
-        self._journal_resumed(spider, resume)
+        self._open_sharing(resume)
         self._stops.start()
         self._loop = LoopingCall(self._tick)
         self._loop.start(self.config.poll_interval, now=False)

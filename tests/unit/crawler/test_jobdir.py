@@ -39,7 +39,7 @@ def _killed(jobdir: Path, queue_restored: bool, adopted: bool) -> JobdirRun:
         _queue(jobdir)
     run = JobdirRun(jobdir, alive=lambda token: False)
     run.open(journals=True)
-    run.started("host:1:mark-abc", adopted=adopted)
+    run.started("host:1:mark-abc", adopted=adopted, resume_owes=False)
     return run
 
 
@@ -62,7 +62,7 @@ def test_the_queue_of_a_killed_run_whose_journal_held_it_is_discarded(
     assert resumed.killed == "host:1:mark-abc"  # its journal is handed back too
     assert not (tmp_path / QUEUE_FOLDER).exists()
     assert "host:1:mark-abc" in caplog.text and "did not close (killed?)" in caplog.text
-    resumed.started("host:2:mark-def", adopted=False)
+    resumed.started("host:2:mark-def", adopted=False, resume_owes=False)
     assert resumed.keeps_journal  # nothing restored: its journal holds its queue
     resumed.closed()
     assert not (tmp_path / RUNNING_FILE).exists()
@@ -91,7 +91,7 @@ def test_a_run_that_closed_leaves_its_queue_and_only_its_own_mark_goes(tmp_path:
     second = JobdirRun(tmp_path, alive=lambda token: False)
     second.open(journals=True)
     assert second.queue_kept and second.queue_restored
-    second.started("host:2:mark-def", adopted=True)
+    second.started("host:2:mark-def", adopted=True, resume_owes=False)
     first.closed()  # closing late: the mark is the second run's now
     assert (tmp_path / RUNNING_FILE).read_text().startswith("host:2:mark-def")
     fresh = JobdirRun(tmp_path / "never-used")
@@ -107,11 +107,11 @@ def test_a_run_that_closed_leaves_its_queue_and_only_its_own_mark_goes(tmp_path:
 def test_a_jobdir_whose_run_still_runs_is_refused(tmp_path: Path) -> None:
     """Two runs of one JOBDIR would share Scrapy's queue: the second would delete the first's."""
     queue = _queue(tmp_path)
-    JobdirRun(tmp_path).started(process_token(), adopted=True)  # this very process
+    JobdirRun(tmp_path).started(process_token(), adopted=True, resume_owes=False)
     JobdirRun(tmp_path).open(journals=True)  # its own process: alive_here cannot tell
     assert not queue.exists()
     queue = _queue(tmp_path)
-    JobdirRun(tmp_path).started("host:1:mark-abc", adopted=True)
+    JobdirRun(tmp_path).started("host:1:mark-abc", adopted=True, resume_owes=False)
     running = JobdirRun(tmp_path, alive=lambda token: token == "host:1:mark-abc")
     with pytest.raises(ConfigError, match="in use by a crawl process still running"):
         running.open(journals=True)
@@ -143,3 +143,38 @@ def test_a_mark_of_one_line_is_taken_for_partial(tmp_path: Path) -> None:
     run = JobdirRun(tmp_path, alive=lambda token: False)
     run.open(journals=True)
     assert run.queue_kept and (tmp_path / QUEUE_FOLDER / "p5").exists()
+
+
+def test_a_run_whose_resume_file_owes_more_than_its_journal_holds_is_partial(
+    tmp_path: Path,
+) -> None:
+    """A run resuming a file of pages or requests that no journal holds (left by a run
+    without one), with no queue and no journal to adopt, does not hold all it owes."""
+    run = JobdirRun(tmp_path, alive=lambda token: False)
+    run.open(journals=True)
+    run.started("host:1:mark-abc", adopted=False, resume_owes=True)
+    assert not run.keeps_journal
+    assert (tmp_path / RUNNING_FILE).read_text().endswith("partial\n")
+
+
+def test_a_run_whose_sharing_failed_to_open_marks_itself_partial(tmp_path: Path) -> None:
+    """It discarded a killed run's queue, then journaled nothing: the killed run's complete
+    mark no longer stands for the queue it writes (the next run deleted it)."""
+    _killed(tmp_path, queue_restored=True, adopted=True)
+    resumed = JobdirRun(tmp_path, alive=lambda token: False)
+    resumed.open(journals=True)
+    assert not resumed.queue_kept
+    resumed.alone()
+    assert (tmp_path / RUNNING_FILE).read_text().endswith("partial\n")
+    assert not resumed.keeps_journal
+    _queue(tmp_path)  # what it leaves when killed: read back
+    after_kill = JobdirRun(tmp_path, alive=lambda token: False)
+    after_kill.open(journals=True)
+    assert after_kill.queue_kept and after_kill.queue_restored
+
+
+def test_a_run_that_never_marked_drops_a_killed_runs_mark_as_it_closes(tmp_path: Path) -> None:
+    _killed(tmp_path, queue_restored=True, adopted=True)
+    opened_badly = JobdirRun(tmp_path, alive=lambda token: False)
+    opened_badly.closed()
+    assert not (tmp_path / RUNNING_FILE).exists()
