@@ -118,8 +118,7 @@ def killed_line(spider_code: int, crawl_id: str | None) -> str | None:
         f"a spider was killed by {name} (out of memory? see its log): what it owed {crawl} "
         "stays in its journal in Redis, and once its beat is 30 s old a live spider of the "
         "crawl, or the next run of the same crawl id against the same Redis, takes it over "
-        "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL; "
-        "a JOBDIR crawl keeps no journal, and Scrapy loses its queue on a kill)"
+        "(the embedded stack's Redis goes with the command: resuming needs NEARDUP_REDIS_URL)"
     )
 
 

@@ -321,7 +321,7 @@ def test_what_a_process_takes_is_journaled_as_it_is_taken() -> None:
     assert [r.url for r in taker.take(None, spider)] == ["http://a.test/shared"]
     assert popped == ["taker"]
     assert store.journals["taker"] == {b"http://a.test/shared": raw}
-    plain = WorkSharing(store, "plain", clock)  # a process that keeps no journal (JOBDIR)
+    plain = WorkSharing(store, "plain", clock)  # a process without a journal (no Redis)
     store.push([raw])
     assert plain.take(None, spider) and popped == ["taker", None]
 
