@@ -110,6 +110,9 @@ class Resuming:
                 Held(s["_neardup_url"], request_from_dict(s, spider=spider)) for s in serialised
             ]
             self.links.release_held(PageKey(url, fetched_at), held, depth, priority)
+            # Its outlinks all out now: the page leaves the journal (adopted from the run
+            # before, its entry stayed for good, and a kill fetched the page again).
+            self.links.settle_page(PageKey(url, fetched_at))
         for serialised in resume.paced:
             request = request_from_dict(serialised, spider=spider)
             request.meta[LINK_META] = True

@@ -476,7 +476,10 @@ def test_what_the_url_rules_held_back_survives_a_stop_with_jobdir(tmp_path: Path
     spider = resumed.crawler.spider
     state = ResumeState.load(tmp_path / "neardup-resume.pickle")
     assert state is not None and len(state.kept) == 1 and len(state.paced) == 1
+    seen = resumed.session.seen()
     DecisionScheduler(resumed.crawler, resumed.session)._resume_held_back(spider, state)
+    # The page whose outlinks were kept leaves the journal with them out.
+    assert seen._settled == [seen.fingerprint(state.kept[0][0])]
     crawled = resumed.engine.crawled
     assert [r.url for r in crawled] == ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
     assert crawled[0].callback == spider.parse  # rebuilt on the resumed spider
