@@ -11,14 +11,16 @@ that the killed run owed.
 
 So a run that journals in Redis (:mod:`crawler.sharing`: every request it claims and has not
 settled) marks the ``JOBDIR`` as it opens and unmarks it once it has closed well. Its journal
-is *complete* when it holds its whole queue: the run started with no queue left, or adopted
-the journal of the run it resumes (kept at that run's close, complete in turn). A run that
+is *complete* when it holds all the run owes: the run before left neither a queue nor a resume
+file owing pages or requests, or its journal, kept at its close (complete in turn), was
+adopted; a run whose sharing failed to open is marked incomplete (*partial*). A run that
 finds the mark of a complete journal discards the queue before Scrapy opens it and leaves the
 recovery to the journal, which the crawl takes over from the killed process as from any
 other; a mark of an incomplete one (a queue left by a run without a journal: sharing off, or
 an older version of neardup) keeps the queue as Scrapy left it, the only record of those
 requests. Only a complete journal is kept at a good close for the resume to adopt. A run
-without Redis journals nothing, marks nothing and keeps the queue as Scrapy left it.
+without Redis (or with sharing off) journals nothing, keeps the queue as Scrapy left it and
+drops a killed run's mark, which no longer stands for the queue it writes.
 """
 
 from __future__ import annotations
