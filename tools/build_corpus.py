@@ -20,7 +20,12 @@ Families (ids name source, release or renderer, and path):
   (Sphinx, docutils, pandoc), CMake 3.25 help (Sphinx, docutils, pandoc);
 * ``short:*`` (``corpus_sources.short``): windows of 150-300 words of real text (stdlib
   docstrings, man pages) as small pages, with edited variants (one word, a "last updated /
-  visitors" line, a changed stamp, 3-10 edits).
+  visitors" line, a changed stamp, 3-10 edits);
+* ``--families languages`` (``corpus_sources.languages``, held out, not in the default
+  families): Debian's translated man pages in German, French, Polish, Russian, Japanese and
+  Chinese (two scripts), each rendered by groff, mandoc and pandoc into three hosts, and short
+  windows of them with the same edits (``apt-get install manpages-de manpages-fr manpages-pl
+  manpages-ru manpages-ja manpages-zh mandoc groff``).
 
 Renderers are not runtime dependencies: ``pip install -e '.[corpus]'`` and ``apt-get install
 pandoc``; a missing one stops the build with a message naming it. The archives come from the
@@ -58,7 +63,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus_sources import download, holdout, report, shop, short, site_dirs, sites
+from corpus_sources import download, holdout, languages, report, shop, short, site_dirs, sites
 from corpus_sources.common import Doc, MissingTool, sampled, stable_fraction
 from corpus_sources.original import (
     docstrings,
@@ -80,7 +85,7 @@ __all__ = ["docstrings", "main", "sampled", "stable_fraction", "troff_text"]
 DEFAULT_CACHE = Path.home() / ".cache" / "neardup-corpus"
 FAMILIES = ("original", "site", "short")
 #: Built only when asked for (``--families holdout``): pages never used to tune the detector.
-HELD_OUT_FAMILIES = ("holdout", "holdout2")
+HELD_OUT_FAMILIES = ("holdout", "holdout2", "languages")
 FIXTURE_PAGE_BYTES = 8000
 FIXTURE_REAL_PAGE_BYTES = 12000
 
@@ -108,6 +113,8 @@ def sources(
         yield holdout.FIRST.docs(cache, site_scale)
     if "holdout2" in chosen:
         yield holdout.SECOND.docs(cache, site_scale)
+    if "languages" in chosen:
+        yield languages.docs(site_scale)
 
 
 def collect(

@@ -138,7 +138,7 @@ def variants(lines: list[str], key: str) -> dict[str, list[str]]:
     return out
 
 
-def _html(lines: list[str], title: str, site: str, template: str) -> bytes:
+def html_page(lines: list[str], title: str, site: str, template: str) -> bytes:
     paragraphs: list[str] = []
     current: list[str] = []
     for line in [*lines, ""]:
@@ -160,7 +160,7 @@ def short_docs(sources: Iterable[tuple[str, str, str, str]]) -> Iterator[Doc]:
         template = "plain" if stable_fraction("tpl:" + key) < 0.6 else "jekyll"
         slug = key.replace("/", "_")
         for variant, page_lines in variants(lines, key).items():
-            body = _html(page_lines, title, SITES[source], template)
+            body = html_page(page_lines, title, SITES[source], template)
             url = f"https://{source}-{variant}.short.example/{slug}.html"
             doc = page_doc(body, url, f"short:{source}/{key}#{variant}", f"short:{source}")
             if doc is not None:

@@ -192,3 +192,33 @@ def test_the_shops_need_man_pages_and_say_so(
     monkeypatch.setattr(shop, "MAN", tmp_path / "no-man-pages")
     assert tool.main(["--sites", str(tmp_path / "shops"), "--shop"]) == 2
     assert "too few man pages" in capsys.readouterr().err
+
+
+def test_the_languages_family_counts_and_edits_cjk_text_a_character_at_a_time() -> None:
+    _tool()
+    from corpus_sources import languages
+
+    assert languages._tokens("列出目录 ls -a：内容") == "列 出 目 录 ls -a： 内 容"
+    # Spaces go only between two such characters, so the page's tokens are unchanged.
+    assert languages._untokens(languages._tokens("列出目录 ls -a：内容")) == "列出目录 ls -a： 内容"
+    hanzi = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(2000))
+    source = ".TH T 1\n.SH 描述\n" + "\n".join(hanzi[i : i + 40] for i in range(0, 2000, 40))
+    docs = {d.id.rpartition("#")[2]: d for d in languages.short_pages("zh_CN", "man1/w.1", source)}
+    assert docs["orig"].source == "short:zh_CN" and docs["orig"].id == "short:zh_CN/man1/w.1#orig"
+    body = [line for line in docs["orig"].text.splitlines() if line[0] in hanzi]
+    assert languages.short.MIN_WORDS <= sum(map(len, body)) <= languages.short.MAX_WORDS
+    # w.1 draws the "word" variant: one character replaced by another of the page
+    orig, word = docs["orig"].text, docs["word"].text
+    assert sum(a != b for a, b in zip(orig, word, strict=True)) == 1
+
+
+def test_the_languages_family_names_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tool = _tool()
+    from corpus_sources import languages
+
+    monkeypatch.setattr(languages, "MAN", tmp_path / "no-man-pages")
+    assert tool.main([str(tmp_path / "out"), "--families", "languages"]) == 2
+    err = capsys.readouterr().err
+    assert "apt-get install" in err and "manpages-de" in err and "manpages-zh" in err
