@@ -6,6 +6,7 @@
     python tools/build_corpus.py --sites SITES_DIR [--sources npm,click]   # crawlable sites
     python tools/build_corpus.py --sites HOLDOUT_DIR --holdout [second]   # never tuned on
     python tools/build_corpus.py --sites SHOP_DIR --shop   # short texts in a heavy template
+    python tools/build_corpus.py --sites LANG_DIR --languages   # man pages in 7 languages
 
 Families (ids name source, release or renderer, and path):
 
@@ -286,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
     )
     parser.add_argument(
+        "--languages",
+        action="store_true",
+        help="with --sites: the languages family's man pages, three renderers a language, as "
+        "crawlable hosts",
+    )
+    parser.add_argument(
         "--shop",
         action="store_true",
         help="with --sites: two shops of short product texts in a heavy shared template "
@@ -304,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.sites and args.shop:
             return _write_shops(args.sites, args.site_scale)
+        if args.sites and args.languages:
+            return _write_language_sites(args.sites, args.site_scale)
         if args.sites:
             return _write_sites(args.cache, args.sites, args.site_scale, args.sources, args.holdout)
         if args.out is None:
@@ -361,6 +370,19 @@ def _write_shops(out: Path, scale: float) -> int:
     except FileNotFoundError as missing:
         print(f"build_corpus: --shop: {missing}", file=sys.stderr)
         return 2
+    for host, pages in written.items():
+        print(f"{host:<40}{pages:>6} pages")
+    print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")
+    print(f"  neardup demo --site {out}")
+    return 0
+
+
+def _write_language_sites(out: Path, scale: float) -> int:
+    if out.exists() and any(out.iterdir()):
+        print(f"build_corpus: {out} is not empty: the sites are written into a new folder",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    written = languages.write_sites(out, scale)
     for host, pages in written.items():
         print(f"{host:<40}{pages:>6} pages")
     print(f"{len(written)} hosts, {sum(written.values())} pages in {out}; crawl them with")

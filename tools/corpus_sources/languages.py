@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 
 from corpus_sources import short, templates
@@ -132,6 +133,38 @@ def short_pages(lang: str, name: str, source: str) -> Iterator[Doc]:
         doc = page_doc(body, url, f"short:{key}#{variant}", f"short:{lang}")
         if doc is not None:
             yield doc
+
+
+def write_sites(out: Path, scale: float) -> dict[str, int]:
+    """The mirrors as crawlable folders (``build_corpus.py --sites DIR --languages``): one host
+    per renderer and language (``groff.de``, ``mandoc.de``...), each page at
+    ``/<section>/<page>.html`` and a home page listing them by section. Pages written per host."""
+    check_tools()
+    listed: dict[str, dict[str, list[str]]] = {}  # host -> section -> page paths
+    for lang, name, source in pages(scale):
+        for host in HOSTS:
+            body = render(host, lang, name, source)
+            if not body or page_doc(body.encode(), "https://x.example/", "", "") is None:
+                continue
+            site = f"{host}.{lang}"
+            path = out / site / f"{name}.html"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body, encoding="utf-8")
+            section, _, page = name.partition("/")
+            listed.setdefault(site, {}).setdefault(section, []).append(page)
+    for site, sections in listed.items():
+        parts = "".join(
+            f"<h2>{escape(section)}</h2><ul>"
+            + "".join(f'<li><a href="/{section}/{p}.html">{escape(p)}</a></li>' for p in names)
+            + "</ul>"
+            for section, names in sorted(sections.items())
+        )
+        (out / site / "index.html").write_text(
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(site)}</title>'
+            f"</head><body><h1>{escape(site)}: manual pages</h1>{parts}</body></html>",
+            encoding="utf-8",
+        )
+    return {site: sum(map(len, sections.values())) + 1 for site, sections in listed.items()}
 
 
 def docs(scale: float) -> Iterator[Doc]:
