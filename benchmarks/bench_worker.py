@@ -10,8 +10,10 @@ subprocess (exactly as deployed), so broker, Redis, worker and this script share
 
 1. Throughput: ``--count`` 900-word pages (``synthetic_text.documents``) are produced to
    ``pages`` first; then one worker starts and the script reads ``decisions`` as the
-   crawler does (fetches the broker may hold ``READER_FETCH_WAIT_MS``). pages/s = decisions
-   read between the first and the last one, divided by that time (worker start-up excluded).
+   crawler does (fetches the broker may hold ``READER_FETCH_WAIT_MS``); the pages go out
+   with the crawler's default codec, none (``--pages-codec`` to compare). pages/s =
+   decisions read between the first and the last one, divided by that time (worker start-up
+   excluded).
    It also prints each process's CPU per page decided, and the ceiling their sum puts on this
    host's cores: a run cannot beat it, whatever the worker overlaps.
 2. Latency: on fresh topics and a fresh worker, pages are produced at ``--rate`` pages/s for
@@ -46,6 +48,7 @@ from synthetic_text import documents
 
 from dedup_worker.adapters.kafka import PARTITIONER
 from dedup_worker.adapters.kafka.reader import READER_FETCH_WAIT_MS
+from dedup_worker.adapters.kafka.settings import CODECS
 from dedup_worker.contract.messages import decode_decision
 from dedup_worker.contract.reading import fold_decisions
 from dedup_worker.core.text import content_checksum
@@ -171,7 +174,7 @@ def read_some(reader: Consumer, timeout_s: float) -> list[Any]:
     return [m for m in [first, *reader.consume(10_000, 0)] if m.error() is None]
 
 
-def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
+def _producer(broker: KafkaBroker, linger_ms: int, codec: str) -> Producer:
     return Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -179,6 +182,7 @@ def _producer(broker: KafkaBroker, linger_ms: int) -> Producer:
             "partitioner": PARTITIONER,
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 4 << 20,
+            "compression.type": codec,
         }
     )
 
@@ -240,7 +244,7 @@ def throughput(
 ) -> float:
     pages, decisions = create_topics(broker, f"throughput{run}", args.partitions)
     bodies = page_bodies(args.count, args.checksums, args.corpus)
-    producer = _producer(broker, linger_ms=20)
+    producer = _producer(broker, linger_ms=20, codec=args.pages_codec)
     for i, body in enumerate(bodies):
         producer.produce(pages, stamp(body, 1_000_000 + i / 1000), key_of(i))
         producer.poll(0)
@@ -301,7 +305,7 @@ def latency(
     try:
         _wait_for_assignment(workdir / f"latency{run}.log")
         sender = threading.Thread(
-            target=_offer, args=(broker, pages, bodies, args.rate, args.warmup)
+            target=_offer, args=(broker, pages, bodies, args.rate, args.warmup, args.pages_codec)
         )
         sender.start()
         meter = CpuMeter({**SERVERS, "worker": worker.pid, "this script": os.getpid()})
@@ -378,9 +382,11 @@ def _times(record: Any) -> tuple[float, float]:
     return (float(sent.group(1)) if sent else 0.0, float(decided.group(1)) if decided else 0.0)
 
 
-def _offer(broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warmup: int) -> None:
+def _offer(
+    broker: KafkaBroker, topic: str, bodies: list[bytes], rate: int, warmup: int, codec: str
+) -> None:
     """Send at ``rate`` pages/s in 10 ms ticks, stamping each page with its send time."""
-    producer = _producer(broker, linger_ms=0)
+    producer = _producer(broker, linger_ms=0, codec=codec)
     per_tick = max(1, rate // 100)
     warm = rate * warmup
     start = time.perf_counter()
@@ -427,6 +433,13 @@ def main() -> None:
     )
     parser.add_argument("--backend", choices=["redis", "memory"], default="redis")
     parser.add_argument("--transactional", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--pages-codec",
+        choices=CODECS,
+        default="none",
+        help="codec of the pages this script publishes (the crawler's NEARDUP_KAFKA_COMPRESSION;"
+        " default: the crawler's default, none)",
+    )
     parser.add_argument("--batch", type=int, default=1000, help="worker batch_max_records")
     parser.add_argument("--wait-ms", type=int, default=20, help="worker batch_max_wait_ms")
     parser.add_argument(
@@ -477,7 +490,7 @@ def _run(broker: KafkaBroker, redis_url: str, args: Any, workdir: Path) -> None:
     label = (
         f"backend={args.backend} transactional={args.transactional} batch={args.batch} "
         f"shingle={args.shingle or 'default'} tf_cap={args.tf_cap} k={args.k} "
-        f"partitions={args.partitions} checksums={args.checksums}"
+        f"partitions={args.partitions} checksums={args.checksums} pages={args.pages_codec}"
     )
     rates: list[float] = []
     tails: list[float] = []
