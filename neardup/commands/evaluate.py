@@ -1,9 +1,11 @@
 """``neardup eval``: precision and recall of near-duplicate detectors on a labelled corpus.
 
 The corpus is a directory of HTML pages (visible text extracted as the crawler does) or a JSONL
-file of {"id", "text"[, "title"]}. Labels come from the exact reference (Jaccard of word
-4-shingles >= 0.9), overridden by an optional JSONL of labelled pairs {"a", "b", "label"}
-(page ids). Writes ``summary.json`` and PNG plots into ``--out``.
+file of {"id", "text"[, "title", "source"]}. Labels come from the exact reference (Jaccard of
+word 4-shingles >= 0.9), overridden by an optional JSONL of labelled pairs {"a", "b", "label"}
+(page ids). Pages are grouped by their "source" (a directory's: its first folder, e.g. the
+host of a ``--site`` folder), and each detector's page precision and recall are also given per
+group. Writes ``summary.json`` and PNG plots into ``--out``.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def run_eval(args: argparse.Namespace) -> int:
         require_extra("report", "neardup eval's plots (or pass --no-plots)")
     try:
         specs = [detectors.parse_spec(s) for s in args.detector or DEFAULT_DETECTORS]
-        ids, documents = load_corpus(args.corpus)
+        ids, documents, groups = load_corpus(args.corpus)
         overrides = load_pairs(args.pairs, ids) if args.pairs else []
     except (ConfigError, OSError, ValueError) as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
@@ -73,7 +75,7 @@ def run_eval(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = {"corpus": _corpus_summary(args.corpus, sets, labels)}
     runs = [detectors.run(spec, documents) for spec in specs]
     summary["detectors"] = [
-        _detector_summary(spec_text(args, i), r, labels) for i, r in enumerate(runs)
+        _detector_summary(spec_text(args, i), r, labels, groups) for i, r in enumerate(runs)
     ]
     print(format_table(summary))
     if args.out:
@@ -92,14 +94,16 @@ def spec_text(args: argparse.Namespace, index: int) -> str:
 # ---- input ---------------------------------------------------------------------------------
 
 
-def load_corpus(path: Path) -> tuple[list[str], list[Any]]:
-    """(ids, documents) in corpus order: JSONL line order, or HTML files sorted by path."""
+def load_corpus(path: Path) -> tuple[list[str], list[Any], list[str]]:
+    """(ids, documents, groups) in corpus order: JSONL line order, or HTML files sorted by
+    path. A page's group is its ``source`` ("" if none), a file's its first folder."""
     from dedup_worker.core.simhash import Document
 
     if path.is_dir():
         return _load_html(path)
     ids: list[str] = []
     documents: list[Document] = []
+    groups: list[str] = []
     with path.open(encoding="utf-8") as source:
         for number, line in enumerate(source, 1):
             if not line.strip():
@@ -108,12 +112,13 @@ def load_corpus(path: Path) -> tuple[list[str], list[Any]]:
                 row = json.loads(line)
                 ids.append(str(row["id"]))
                 documents.append(Document(str(row["text"]), str(row.get("title") or "")))
-            except (ValueError, KeyError, TypeError) as exc:
+                groups.append(str(row.get("source") or ""))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path}:{number}: not a {{id, text}} object ({exc})") from None
-    return ids, documents
+    return ids, documents, groups
 
 
-def _load_html(root: Path) -> tuple[list[str], list[Any]]:
+def _load_html(root: Path) -> tuple[list[str], list[Any], list[str]]:
     from neardup.extras import require_extra
 
     require_extra("crawler", "neardup eval on a directory of HTML pages (text extraction)")
@@ -126,7 +131,8 @@ def _load_html(root: Path) -> tuple[list[str], list[Any]]:
         page = extract(path.read_bytes(), path.resolve().as_uri())
         ids.append(path.relative_to(root).as_posix())
         documents.append(Document(page.text, page.title, page.headings))
-    return ids, documents
+    groups = [ident.split("/")[0] if "/" in ident else "" for ident in ids]
+    return ids, documents, groups
 
 
 def load_pairs(path: Path, ids: list[str]) -> list[tuple[int, int, bool]]:
@@ -160,7 +166,7 @@ def _corpus_summary(path: Path, sets: Any, labels: Any) -> dict[str, Any]:
     }
 
 
-def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
+def _detector_summary(text: str, run: Any, labels: Any, groups: list[str]) -> dict[str, Any]:
     from neardup.evaluation import detectors, quality
 
     matched = run.matched()
@@ -172,6 +178,9 @@ def _detector_summary(text: str, run: Any, labels: Any) -> dict[str, Any]:
         "pair": quality.score_pairs(matched.left, matched.right, labels).as_dict(),
         "page": quality.score_pages(matched.left, matched.right, labels).as_dict(),
     }
+    if len(set(groups)) > 1:
+        by_group = quality.score_pages_by_group(matched.left, matched.right, labels, groups)
+        summary["page_by_source"] = {name: s.as_dict() for name, s in by_group.items()}
     if run.spec.kind != "minhash":
         summary["by_distance"] = quality.curve(run.pairs, run.accepted, labels)
     if run.fingerprints is not None:
@@ -202,7 +211,19 @@ def format_table(summary: dict[str, Any]) -> str:
     for d in summary["detectors"]:
         if "positives_by_distance" in d:
             lines.append(_distance_line(d))
+    for d in summary["detectors"]:
+        if "page_by_source" in d:
+            lines.append(_source_line(d))
     return "\n".join(lines)
+
+
+def _source_line(detector: dict[str, Any]) -> str:
+    """Page precision / recall in each group of pages (its positive pages in brackets)."""
+    cells = " ".join(
+        f"{name or '(none)'} {s['precision']:.3f}/{s['recall']:.3f} ({s['positives']})"
+        for name, s in detector["page_by_source"].items()
+    )
+    return f"  {detector['spec']}: page P/R by source: {cells}"
 
 
 def _distance_line(detector: dict[str, Any]) -> str:

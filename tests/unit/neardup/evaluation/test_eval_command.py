@@ -81,3 +81,40 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["eval", str(bad)]) == 2
     assert "bad.jsonl:1" in capsys.readouterr().err
     assert main(["eval", str(_jsonl(tmp_path / "c.jsonl")), "-d", "nonsense"]) == 2
+
+
+def test_precision_and_recall_by_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a-b and a-d are near-duplicates; c is unique. "b" and "c" in one source, "d" another.
+    sources = {"a": "orig", "b": "mirror", "c": "mirror", "d": "edits"}
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": k, "text": v, "source": sources[k]}) + "\n" for k, v in PAGES.items()
+        )
+    )
+    out = tmp_path / "out"
+    args = ["eval", str(corpus), "--out", str(out), "--no-plots", "-d", "hybrid:k=3,threshold=0.9"]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    by_source = summary["detectors"][0]["page_by_source"]
+    assert sorted(by_source) == ["edits", "mirror", "orig"]
+    assert by_source["mirror"]["positives"] == 1 and by_source["mirror"]["recall"] == 1.0
+    assert by_source["orig"]["positives"] == 0 and by_source["orig"]["predicted"] == 0
+    total = summary["detectors"][0]["page"]
+    assert sum(s["positives"] for s in by_source.values()) == total["positives"]
+    assert sum(s["true_positive"] for s in by_source.values()) == total["true_positive"]
+    assert "page P/R by source: edits" in capsys.readouterr().out
+
+
+def test_a_directory_groups_pages_by_their_first_folder(tmp_path: Path) -> None:
+    for host, names in (("one.example", "ab"), ("two.example", "cd")):
+        (tmp_path / "site" / host).mkdir(parents=True)
+        for name in names:
+            body = f"<html><body><p>{PAGES[name]}</p></body></html>"
+            (tmp_path / "site" / host / f"{name}.html").write_text(body)
+    out = tmp_path / "out"
+    args = ["eval", str(tmp_path / "site"), "--out", str(out), "--no-plots", "-d", "simhash:k=3"]
+    assert main(args) == 0
+    by_source = json.loads((out / "summary.json").read_text())["detectors"][0]["page_by_source"]
+    assert sorted(by_source) == ["one.example", "two.example"]
+    assert by_source["one.example"]["positives"] == 1  # b after a
