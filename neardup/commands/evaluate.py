@@ -190,6 +190,7 @@ def _detector_summary(text: str, run: Any, labels: Any, groups: list[str]) -> di
         summary["positives_by_distance"] = detectors.positives_by_distance(
             run.fingerprints, positives, matched
         )
+        summary["missed"] = detectors.missed_causes(run, labels)
     return summary
 
 
@@ -228,11 +229,18 @@ def _source_line(detector: dict[str, Any]) -> str:
 
 def _distance_line(detector: dict[str, Any]) -> str:
     """Positive pages per distance to their nearest earlier partner, found/all: where recall
-    is lost (e.g. pairs beyond the detector's k, or rejected by its verifier)."""
+    is lost (e.g. pairs beyond the detector's k, or rejected by its verifier), and how many
+    missed pages no candidate reached against how many the verifier turned down."""
     view = detector["positives_by_distance"]
     found = view["found_pages"]
     cells = " ".join(f"{d}:{found.get(d, 0)}/{count}" for d, count in view["pages"].items())
-    return f"  {detector['spec']}: positive pages by distance, found/all: {cells}"
+    missed = detector.get("missed")
+    causes = (
+        f"; missed: {missed['beyond_reach']} beyond reach, {missed['rejected']} rejected"
+        if missed
+        else ""
+    )
+    return f"  {detector['spec']}: positive pages by distance, found/all: {cells}{causes}"
 
 
 # ---- plots ---------------------------------------------------------------------------------

@@ -216,6 +216,28 @@ def positives_by_distance(
     }
 
 
+def missed_causes(run: Run, labels: quality.Labels) -> dict[str, int]:
+    """Why the positive pages a simhash-based run misses are missed: ``beyond_reach`` when no
+    positive partner of the page is a candidate at all (farther than k, or agreeing on no
+    table's key), ``rejected`` when one is and the verifier turned every such pair down. The
+    first asks for a larger k or more tables, the second for a sharper verifier."""
+    n = max(labels.n, 1)
+    predicted = np.zeros(labels.n, dtype=bool)
+    matched = run.matched()
+    predicted[matched.right] = True
+    missed = labels.positive_pages & ~predicted
+    within = run.pairs.where(run.pairs.value <= run.spec.k)
+    candidates = quality.pair_keys(within.left, within.right, n)
+    keys = labels.positive_keys
+    reached = np.isin(keys, candidates)
+    pages_reached = np.zeros(labels.n, dtype=bool)
+    pages_reached[keys[reached] % n] = True
+    return {
+        "beyond_reach": int((missed & ~pages_reached).sum()),
+        "rejected": int((missed & pages_reached).sum()),
+    }
+
+
 def _run_minhash(spec: Spec, documents: Sequence[Document]) -> Run:
     hasher = MinHasher(spec.supers.permutations)
     hasher.signatures([d.text for d in documents[:2]])  # compile (or load) the kernel first

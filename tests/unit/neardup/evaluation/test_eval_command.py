@@ -118,3 +118,23 @@ def test_a_directory_groups_pages_by_their_first_folder(tmp_path: Path) -> None:
     by_source = json.loads((out / "summary.json").read_text())["detectors"][0]["page_by_source"]
     assert sorted(by_source) == ["one.example", "two.example"]
     assert by_source["one.example"]["positives"] == 1  # b after a
+
+
+def test_missed_pages_are_told_apart_by_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = _jsonl(tmp_path / "corpus.jsonl")
+    out = tmp_path / "out"
+    # k = 0 reaches no pair that differs at all; a threshold of 1.0 turns every pair down.
+    args = ["eval", str(corpus), "--out", str(out), "--no-plots"]
+    assert main([*args, "-d", "simhash:k=0", "-d", "hybrid:title_weight=0,k=12,threshold=1.0"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    near, strict = summary["detectors"]
+    positives = near["page"]["positives"]
+    assert positives >= 1
+    assert near["missed"] == {
+        "beyond_reach": positives - near["page"]["true_positive"],
+        "rejected": 0,
+    }
+    assert strict["missed"] == {"beyond_reach": 0, "rejected": positives}
+    assert f"missed: 0 beyond reach, {positives} rejected" in capsys.readouterr().out
