@@ -313,6 +313,16 @@ def _majority(counts: np.ndarray, total: int) -> np.uint64:
     return fingerprint
 
 
+@njit(cache=True, inline="always")
+def _margins(counts: np.ndarray, total: int, out: np.ndarray, doc: int) -> None:
+    """Row ``doc`` of ``out`` (if it has rows): how far each bit's vote was from a tie,
+    |2 * votes for 1 - total|. The bits of small margin are those a small edit flips first:
+    what a probe tries flipped (``design.Design.slack``)."""
+    if out.shape[0] > 0:
+        for bit in range(64):
+            out[doc, bit] = abs(2 * counts[bit] - total)
+
+
 @njit(cache=True, nogil=True)
 def simhash_segments(
     words: np.ndarray,
@@ -323,12 +333,15 @@ def simhash_segments(
     n_docs: int,
     shingle: int,
     stop_table: np.ndarray,
-    tf_cap: int = 0,
+    tf_cap: int,
+    margins: np.ndarray,
 ) -> np.ndarray:
     """Fingerprint ``n_docs`` documents given as weighted byte segments (grouped by doc).
 
     ``words`` is the text as an 8-byte aligned uint64 buffer with at least one spare word.
     ``tf_cap`` > 0 limits each feature to that many votes per segment (``cap_votes``).
+    ``margins``: an (n_docs, 64) int32 array receiving each bit's margin (``_margins``), or
+    one of no rows.
     """
     buf = words.view(np.uint8)
     out = np.zeros(n_docs, dtype=np.uint64)
@@ -354,6 +367,7 @@ def simhash_segments(
                 total += n * seg_weight[s]
             s += 1
         out[doc] = _majority(counts, total) if total > 0 else U64(0)
+        _margins(counts, total, margins, doc)
     return out
 
 

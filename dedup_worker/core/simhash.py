@@ -27,6 +27,17 @@ FINGERPRINT_VERSION = 1
 
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
+I32Array = npt.NDArray[np.int32]
+
+
+def no_margins() -> I32Array:
+    """The margins argument of the kernels when none are wanted (an array of no rows)."""
+    return np.zeros((0, 64), dtype=np.int32)
+
+
+def margins_for(n_docs: int) -> I32Array:
+    """Room for the margins of ``n_docs`` documents (see ``Fingerprinter.fingerprint_margins``)."""
+    return np.zeros((n_docs, 64), dtype=np.int32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +107,16 @@ class Fingerprinter:
         words, starts, ends = kernel.pack(parts)
         return self._run(words, starts, ends, weights, owners, n_docs=len(documents))
 
+    def fingerprint_margins(self, documents: Sequence[Document]) -> tuple[U64Array, I32Array]:
+        """``fingerprint_many`` and, per document and bit, the bit's margin: how far its vote
+        was from a tie (|2 x weight voting 1 - total weight|; row i, column b is bit b of
+        document i). The bits of smallest margin are those an edit flips first."""
+        parts, weights, owners = weighted_parts(documents, self.config)
+        words, starts, ends = kernel.pack(parts)
+        margins = margins_for(len(documents))
+        fps = self._run(words, starts, ends, weights, owners, len(documents), margins)
+        return fps, margins
+
     def _run(
         self,
         words: npt.NDArray[np.uint64],
@@ -104,6 +125,7 @@ class Fingerprinter:
         weights: npt.NDArray[np.int64],
         owners: npt.NDArray[np.int64],
         n_docs: int | None = None,
+        margins: I32Array | None = None,
     ) -> U64Array:
         result: U64Array = kernel.simhash_segments(
             words,
@@ -115,6 +137,7 @@ class Fingerprinter:
             self.config.shingle,
             self._stop_table,
             self.config.tf_cap,
+            no_margins() if margins is None else margins,
         )
         return result
 

@@ -58,7 +58,8 @@ def features(text: str, config: FeatureConfig) -> list[int]:
     return out
 
 
-def simhash(doc: Document, config: FeatureConfig) -> int:
+def votes(doc: Document, config: FeatureConfig) -> tuple[list[int], int]:
+    """The weight voting for each bit, and the total weight."""
     parts = [(doc.text, 1)]
     if doc.title and config.title_weight:
         parts.append((doc.title, config.title_weight))
@@ -71,4 +72,15 @@ def simhash(doc: Document, config: FeatureConfig) -> int:
             for bit in range(64):
                 if feature >> bit & 1:
                     counts[bit] += weight
+    return counts, total
+
+
+def simhash(doc: Document, config: FeatureConfig) -> int:
+    counts, total = votes(doc, config)
     return sum(1 << bit for bit in range(64) if 2 * counts[bit] > total)
+
+
+def margins(doc: Document, config: FeatureConfig) -> list[int]:
+    """Each bit's distance from a tie: |2 x weight for 1 - total| (bit 0 first)."""
+    counts, total = votes(doc, config)
+    return [abs(2 * count - total) for count in counts]

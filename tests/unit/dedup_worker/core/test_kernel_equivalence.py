@@ -15,7 +15,7 @@ import tests.support.sketch_v1_reference as reference
 from dedup_worker.core import _densify_kernel as densify_kernel
 from dedup_worker.core import _simhash_kernel as simhash_kernel
 from dedup_worker.core import _sketch_kernel as sketch_kernel
-from dedup_worker.core.simhash import FeatureConfig, Fingerprinter
+from dedup_worker.core.simhash import FeatureConfig, Fingerprinter, margins_for, no_margins
 
 _PUNCTUATION = [b" ", b"  ", b", ", b". ", b"\n", b"-", b"'", b" (", b") ", b"\t"]
 
@@ -72,14 +72,21 @@ def test_fused_kernel_matches_the_old_one(seed: int) -> None:
         tf_cap = int(rng.choice([0, 1, 2, 4, 64]))
         args = (words, starts, ends, weights, owners, docs, shingle, stop, log2_bins, bits, tf_cap)
         tables = (densify_kernel.probe_table(log2_bins), densify_kernel.probe_chains(log2_bins))
-        new_fps, new_rows = sketch_kernel.fingerprint_sketch_segments(*args, *tables)
+        fused_margins = margins_for(docs)
+        new_fps, new_rows = sketch_kernel.fingerprint_sketch_segments(*args, *tables, fused_margins)
         old_fps, old_rows = reference.fingerprint_sketch_segments(*args)
         assert new_fps.tolist() == old_fps.tolist()
         assert np.array_equal(new_rows, old_rows)
         simhash_args = (words, starts, ends, weights, owners, docs, shingle, stop, tf_cap)
+        simhash_margins = margins_for(docs)
         assert (
-            simhash_kernel.simhash_segments(*simhash_args).tolist()
+            simhash_kernel.simhash_segments(*simhash_args, simhash_margins).tolist()
             == reference.simhash_segments(*simhash_args).tolist()
+        )
+        # Both kernels give the same margins; asking for none changes no fingerprint.
+        assert np.array_equal(fused_margins, simhash_margins)
+        assert simhash_kernel.simhash_segments(*simhash_args, no_margins()).tolist() == (
+            new_fps.tolist()
         )
         assert np.array_equal(
             sketch_kernel.oph_sketch_segments(words, starts, ends, log2_bins, bits, *tables),

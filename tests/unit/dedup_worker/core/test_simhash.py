@@ -128,6 +128,30 @@ def test_kernel_matches_reference(
 
 
 @settings(max_examples=100, deadline=None)
+@given(text=texts, title=texts, headings=st.lists(texts, max_size=3), config=configs)
+def test_margins_match_reference(
+    text: str, title: str, headings: list[str], config: FeatureConfig
+) -> None:
+    """Each bit's margin is its distance from a tie, as the reference counts the votes."""
+    doc = Document(text, title, tuple(headings))
+    fps, margins = Fingerprinter(config).fingerprint_margins([doc])
+    assert margins.shape == (1, 64)
+    assert margins[0].tolist() == reference.margins(doc, config)
+    assert fps[0] == reference.simhash(doc, config)
+
+
+def test_margins_of_a_tie_and_of_a_lead() -> None:
+    """One word: every bit is a unanimous vote (margin = its weight). The same word twice
+    under a cap of 1 votes once; two different words tie on the bits where they differ."""
+    one = Fingerprinter(FeatureConfig(tf_cap=1)).fingerprint_margins(
+        [Document("alpha"), Document("alpha alpha"), Document("alpha beta")]
+    )[1]
+    assert one[0].tolist() == [1] * 64 and one[1].tolist() == [1] * 64
+    a, b = (Fingerprinter().fingerprint(w) for w in ("alpha", "beta"))
+    assert [int(m) for m in one[2]] == [0 if (a ^ b) >> bit & 1 else 2 for bit in range(64)]
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=8))
 def test_batch_equals_one_at_a_time(batch: list[str]) -> None:
     fingerprinter = Fingerprinter()

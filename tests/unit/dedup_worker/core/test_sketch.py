@@ -22,6 +22,7 @@ from dedup_worker.core.sketch import (
     estimate_rows,
     sketch_count,
     verify,
+    verify_many,
 )
 from dedup_worker.errors import ConfigError
 from neardup.evaluation import quality
@@ -204,6 +205,27 @@ def test_empty_pages_and_mismatched_formats() -> None:
     other = _sketches([FOX], SketchConfig(log2_bins=8, bits=4))[0]
     with pytest.raises(ValueError, match="formats"):
         estimate(fox, other)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [SketchConfig(log2_bins=b, bits=w) for b, w in ((10, 2), (8, 4), (9, 1), (6, 8), (5, 16))],
+)
+def test_verify_many_is_verify_of_each_pair(config: SketchConfig) -> None:
+    """The batch form gives exactly ``verify``'s verdicts and estimates (bit for bit), empty
+    pages included; pairs of mixed formats fall back to ``verify`` and its error."""
+    rng = random.Random(5)
+    words = [f"w{rng.randrange(3000)}" for _ in range(400)]
+    texts = ["", " ".join(words), *(_variant(words, n, rng) for n in (1, 3, 10, 30, 100, 400))]
+    rows = _sketches(texts, config)
+    pairs = [(a, b) for a in rows for b in rows]
+    expected = [verify(a, b, config) for a, b in pairs]
+    assert verify_many(pairs, config) == expected
+    assert any(v[0] for v in expected) and not all(v[0] for v in expected)
+    assert verify_many([], config) == []
+    other = _sketches([FOX], SketchConfig(log2_bins=9, bits=2))[0]
+    with pytest.raises(ValueError, match="formats"):
+        verify_many([*pairs[:3], (rows[1], other)], config)
 
 
 def test_config_validation() -> None:
