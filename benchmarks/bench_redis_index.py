@@ -3,7 +3,7 @@
 Run from the repository root (with the package installed, e.g. ``pip install -e .``)::
 
     python benchmarks/bench_redis_index.py [--n 1000000] [--k 3] [--radius 6] [--replicas 2]
-                                           [--shard-bits 4] [--cluster]
+                                           [--flips 1] [--shard-bits 4] [--cluster]
 
 It starts its own redis-server (or a 3-node Redis Cluster with ``--cluster``) on loopback
 ports, plans the table design for ``--n`` fingerprints (``planner.plan``), fills the index with
@@ -11,6 +11,8 @@ ports, plans the table design for ``--n`` fingerprints (``planner.plan``), fills
 reports INFO ``used_memory`` growth per fingerprint. Then it times probe_insert of fresh
 batches of 500 and 1000 at that size. "redis cpu" is the server's CPU time (INFO cpu) over the
 same interval: the rest of the wall time is this process (numpy, redis-py) and the wire.
+``--flips F`` gives every probe random bit margins, so each also reads F flipped key bits'
+buckets per table (``NEARDUP_PROBE_FLIPS``; the buckets a real page flips are as random).
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ def _run(
     index: RedisIndex, fps: np.ndarray[Any, Any], ids: np.ndarray[Any, Any], batch: int
 ) -> int:
     found = 0
+    rng = np.random.default_rng(int(ids[0]) if ids.size else 0)
     for lo in range(0, fps.size, batch):
-        found += len(index.probe_insert(fps[lo : lo + batch], ids[lo : lo + batch]))
+        chunk = fps[lo : lo + batch]
+        margins = rng.integers(0, 1000, (chunk.size, 64), dtype=np.int32) if index.flips else None
+        found += len(index.probe_insert(chunk, ids[lo : lo + batch], margins))
     return found
 
 
@@ -93,6 +98,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3, help="the tables' k (NEARDUP_TABLES_K)")
     parser.add_argument("--radius", type=int, help="search radius (NEARDUP_K); default --k")
     parser.add_argument("--replicas", type=int, default=1, help="NEARDUP_TABLE_REPLICAS")
+    parser.add_argument("--flips", type=int, default=0, help="NEARDUP_PROBE_FLIPS")
     parser.add_argument("--shard-bits", type=int, default=4)
     parser.add_argument("--extra", type=int, default=50_000, help="fingerprints per timing run")
     parser.add_argument("--ttl", type=int, default=0)
@@ -112,11 +118,12 @@ def main() -> None:
             shard_bits=args.shard_bits,
             ttl=args.ttl or None,
             radius=args.radius,
+            flips=args.flips,
         )
         where = "3-node cluster" if args.cluster else "single redis"
         print(
             f"{where}, {design.describe()}, layout bucket bits {index.layout.bucket_bits}, "
-            f"shard bits {index.layout.shard_bits}"
+            f"shard bits {index.layout.shard_bits}, radius {index.k}, flips {index.flips}"
         )
         n = args.n
         _timed(f"fill 0 -> {n:,}", index, nodes, fps[:n], ids[:n], 1000)

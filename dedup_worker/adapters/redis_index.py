@@ -39,12 +39,15 @@ from dedup_worker.adapters.redis_client import (
 )
 from dedup_worker.adapters.redis_lua import DELETE, PROBE_INSERT
 from dedup_worker.core import _hamming_kernel as hk
-from dedup_worker.core.design import Design
+from dedup_worker.core.design import Design, check_flips
 from dedup_worker.core.index_api import (
     TOMBSTONE,
+    I32Array,
     Matches,
     U64Array,
     check_radius,
+    probe_slack,
+    rule_masks,
 )
 from dedup_worker.errors import IndexError_
 
@@ -59,7 +62,8 @@ class RedisIndex:
     ``namespace`` separates independent indexes on one Redis; its metadata pins the design, k,
     ``version_tag`` and ``ttl``, and a later start with other values fails with ConfigError.
     ``radius`` is the search radius (``HammingIndex.k``; default the design's k): a query-time
-    setting, not part of the stored layout.
+    setting, not part of the stored layout; so is ``flips``, the slack bits a probe tries
+    flipped per table (``HammingIndex``): their buckets are read in the same Lua call.
     ``expected_n`` sizes buckets (~8 entries each); ``shard_bits`` sets 2**shard_bits shards per
     table (more spread on a cluster, more Lua calls per batch). Both are fixed when the
     namespace is created; later instances adopt the stored layout. Thread-safe.
@@ -76,14 +80,12 @@ class RedisIndex:
         shard_bits: int = 4,
         ttl: int | None = None,
         radius: int | None = None,
+        flips: int = 0,
     ) -> None:
         check_binary(client)
         self.design = design
         self._radius = check_radius(radius, design.k)
-        # Within the design's k every near entry agrees on a key; beyond it, only those that do
-        # are this index's matches (as in memory), so the scan checks the tables' key masks.
-        masks = design.key_masks if self._radius > design.k else design.key_masks[:0]
-        self._scan_masks = _as_words(masks)
+        self.flips = check_flips(flips)
         #: Index entries the probes have read back from Redis so far (every table's bucket
         #: entries, before the distance rule): what a probe costs grows with it.
         self.entries_read = 0
@@ -111,19 +113,21 @@ class RedisIndex:
 
     # ---- HammingIndex --------------------------------------------------------------------
 
-    def query(self, fingerprints: U64Array) -> Matches:
+    def query(self, fingerprints: U64Array, margins: I32Array | None = None) -> Matches:
         fps = np.ascontiguousarray(fingerprints, dtype=np.uint64)
         if fps.ndim != 1:
             raise IndexError_(f"fingerprints must be 1-d, got shape {fps.shape}")
-        return self._chunked(fps, np.zeros(fps.size, dtype=np.uint64), "q")
+        return self._chunked(fps, np.zeros(fps.size, dtype=np.uint64), "q", margins)
 
-    def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
+    def probe_insert(
+        self, fingerprints: U64Array, ids: U64Array, margins: I32Array | None = None
+    ) -> Matches:
         fps, idents = _check_entries(fingerprints, ids)
-        return self._chunked(fps, idents, "p")
+        return self._chunked(fps, idents, "p", margins)
 
     def insert(self, fingerprints: U64Array, ids: U64Array) -> None:
         fps, idents = _check_entries(fingerprints, ids)
-        self._chunked(fps, idents, "i")
+        self._chunked(fps, idents, "i", None)
 
     def delete(self, fingerprints: U64Array, ids: U64Array) -> int:
         fps, idents = _check_entries(fingerprints, ids)
@@ -164,30 +168,44 @@ class RedisIndex:
         for script in (self._probe, self._delete):
             self._client.script_load(script.script)
 
-    def _chunked(self, fps: U64Array, ids: U64Array, mode: str) -> Matches:
+    def _chunked(
+        self, fps: U64Array, ids: U64Array, mode: str, margins: I32Array | None
+    ) -> Matches:
         # Chunks run one after another, so a later chunk sees the earlier ones like one batch.
+        slack = probe_slack(self.design, self.k, self.flips, margins, fps.size)
         result = Matches.empty()
         for lo in range(0, fps.size, rl.MAX_CALL_ENTRIES):
             hi = lo + rl.MAX_CALL_ENTRIES
-            found = self._probe_chunk(fps[lo:hi], ids[lo:hi], mode)
+            chunk_slack = None if slack is None else slack[lo:hi]
+            found = self._probe_chunk(fps[lo:hi], ids[lo:hi], mode, chunk_slack)
             if len(found):
                 shifted = Matches(found.query + lo, found.id, found.fingerprint, found.distance)
                 result = shifted if not len(result) else result.concat(shifted)
         return result
 
-    def _probe_chunk(self, fps: U64Array, ids: U64Array, mode: str) -> Matches:
-        plans = rl.plan_batch(self.layout, fps)
+    def _probe_chunk(
+        self, fps: U64Array, ids: U64Array, mode: str, slack: U64Array | None
+    ) -> Matches:
+        plans = rl.plan_batch(self.layout, fps, slack)
         calls = [self._probe_call(c, fps, ids, mode) for p in plans for c in p.calls]
         replies = self._run(self._probe, calls)
         if mode == "i":
             return Matches.empty()
-        return self._decode(plans, replies, fps)
+        # Within the design's k every near entry agrees on a key; beyond it, only those that do
+        # (less the query's slack) are this index's matches, as in memory: the scan checks.
+        if self._radius > self.design.k:
+            masks = _as_words(rule_masks(self.design.key_masks, slack, fps.size))
+        else:
+            masks = np.zeros((0, len(self.design.tables)), dtype=np.uint64)
+        return self._decode(plans, replies, fps, masks)
 
     def _probe_call(self, call: rl.ShardCall, fps: U64Array, ids: U64Array, mode: str) -> Call:
         count = "1" if call.table == 0 and mode != "q" else "0"
         return [call.counter_key], [mode, str(self.layout.ttl), count, *call.args(fps, ids)]
 
-    def _decode(self, plans: list[rl.TablePlan], replies: list[Any], fps: U64Array) -> Matches:
+    def _decode(
+        self, plans: list[rl.TablePlan], replies: list[Any], fps: U64Array, masks: U64Array
+    ) -> Matches:
         """Matches of every table (distance <= k, agreeing on a key), one row per (query, entry).
 
         A bucket holds every entry that agrees with the query on its table's key bits, and
@@ -200,7 +218,7 @@ class RedisIndex:
             mine = replies[start : start + len(plan.calls)]
             start += len(plan.calls)
             if mine:
-                parts.append(self._table_matches(plan, mine, fps))
+                parts.append(self._table_matches(plan, mine, fps, masks))
         rows = [part for part in parts if len(part)]
         if not rows:
             return Matches.empty()
@@ -211,7 +229,9 @@ class RedisIndex:
             np.concatenate([m.distance for m in rows]),
         ).unique()
 
-    def _table_matches(self, plan: rl.TablePlan, replies: list[Any], fps: U64Array) -> Matches:
+    def _table_matches(
+        self, plan: rl.TablePlan, replies: list[Any], fps: U64Array, masks: U64Array
+    ) -> Matches:
         lens = _u32(b"".join(reply[1] for reply in replies)) // rl.RECORD_BYTES
         sizes = _u32(b"".join(reply[2] for reply in replies)) // rl.RECORD_BYTES
         raw = b"".join(reply[3] for reply in replies)
@@ -222,7 +242,7 @@ class RedisIndex:
         # whose buckets hold hundreds of entries (see the README's bit-bias notes).
         query, rows, dist = hk.scan_runs(
             _as_words(fps), plan.positions, starts, lens,
-            np.frombuffer(raw, dtype=_WORD), self.k, self._scan_masks,
+            np.frombuffer(raw, dtype=_WORD), self.k, masks,
         )  # fmt: skip
         records = np.frombuffer(raw, dtype=rl.RECORD)[rows]
         return Matches(

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedup_worker.core.design import Design
-from dedup_worker.core.index_api import I64Array, U64Array
+from dedup_worker.core.index_api import I64Array, U64Array, submasks
 from dedup_worker.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -176,12 +176,19 @@ class ShardCall:
     bucket_suffixes: str
     positions: I64Array
     slots: npt.NDArray[np.uint16]
+    #: Per record, whether it only reads its bucket (a probe of flipped slack bits); None
+    #: when every record is its entry's own.
+    probe_only: npt.NDArray[np.bool_] | None = None
 
     def args(self, fps: U64Array, ids: U64Array) -> list[bytes | str]:
-        """Records, bucket indexes, bucket key prefix and suffixes, as the scripts take them."""
+        """Records, bucket indexes, bucket key prefix and suffixes, as the scripts take them;
+        then the records' kinds ("p" own, "q" probe only) if some only probe."""
         records = pack_records(fps[self.positions], ids[self.positions])
         slots = self.slots.astype(">u2").tobytes()
-        return [records, slots, self.bucket_prefix, self.bucket_suffixes]
+        args: list[bytes | str] = [records, slots, self.bucket_prefix, self.bucket_suffixes]
+        if self.probe_only is not None and self.probe_only.any():
+            args.append(np.where(self.probe_only, ord("q"), ord("p")).astype(np.uint8).tobytes())
+        return args
 
 
 @dataclass(frozen=True)
@@ -194,11 +201,20 @@ class TablePlan:
     slots: I64Array
 
 
-def plan_batch(layout: Layout, fps: U64Array) -> list[TablePlan]:
-    """Split a batch (at most MAX_CALL_ENTRIES) into shard calls, table by table."""
+def plan_batch(layout: Layout, fps: U64Array, slack: U64Array | None = None) -> list[TablePlan]:
+    """Split a batch (at most MAX_CALL_ENTRIES) into shard calls, table by table.
+
+    With ``slack`` (per entry and table, ``Design.slack``), each entry also probes the buckets
+    of its key with slack bits flipped, right after its own record (so it sees the batch's
+    earlier entries only); flips that leave the bucket unchanged add nothing (the scan's rule
+    covers them) and are dropped.
+    """
     if fps.size > MAX_CALL_ENTRIES:
         raise ValueError(f"plan at most {MAX_CALL_ENTRIES} entries at once, got {fps.size}")
-    return [_plan_table(layout, t, fps) for t in range(len(layout.design.tables))]
+    return [
+        _plan_table(layout, t, fps, None if slack is None else slack[:, t])
+        for t in range(len(layout.design.tables))
+    ]
 
 
 def buckets_of(layout: Layout, table: int, fps: U64Array) -> U64Array:
@@ -209,39 +225,55 @@ def buckets_of(layout: Layout, table: int, fps: U64Array) -> U64Array:
     return layout.design.tables[table].permute_all(fps) >> np.uint64(64 - bits)
 
 
-def _plan_table(layout: Layout, table: int, fps: U64Array) -> TablePlan:
+def _plan_table(layout: Layout, table: int, fps: U64Array, slack: U64Array | None) -> TablePlan:
     buckets = buckets_of(layout, table, fps)
+    owners = np.arange(fps.size, dtype=np.int64)
+    probe_only: npt.NDArray[np.bool_] | None = None
+    if slack is not None:
+        rows, flipped = submasks(slack)
+        extra = buckets_of(layout, table, fps[rows] ^ flipped)
+        moved = extra != buckets[rows]
+        rows, extra = rows[moved], extra[moved]
+        # Batch order, each entry's own record before its flipped probes (a stable sort).
+        merged = np.argsort(np.concatenate([owners, rows]), kind="stable")
+        owners = np.concatenate([owners, rows])[merged]
+        buckets = np.concatenate([buckets, extra])[merged]
+        probe_only = merged >= fps.size
     low_bits = np.uint64(layout.bucket_bits[table] - layout.shard_bits[table])
     distinct, inverse = np.unique(buckets, return_inverse=True)
     distinct_shard = distinct >> low_bits
     order = np.argsort(buckets >> low_bits, kind="stable")
     calls = [
-        _call(layout, table, int(shard), order[lo:hi], distinct, distinct_shard, inverse)
+        _call(layout, table, int(shard), order[lo:hi], owners, probe_only, distinct,
+              distinct_shard, inverse)
         for shard, lo, hi in _groups(buckets[order] >> low_bits)
-    ]
-    return TablePlan(table, calls, order.astype(np.int64), inverse[order].astype(np.int64))
+    ]  # fmt: skip
+    return TablePlan(table, calls, owners[order], inverse[order].astype(np.int64))
 
 
 def _call(
     layout: Layout,
     table: int,
     shard: int,
-    positions: I64Array,
+    records: I64Array,
+    owners: I64Array,
+    probe_only: npt.NDArray[np.bool_] | None,
     distinct: U64Array,
     distinct_shard: U64Array,
     inverse: I64Array,
 ) -> ShardCall:
     lo, hi = np.searchsorted(distinct_shard, [shard, shard + 1])
     suffixes = " ".join(layout.bucket_suffixes(table, distinct[lo:hi]))
-    slots = (inverse[positions] - lo).astype(np.uint16)
+    slots = (inverse[records] - lo).astype(np.uint16)
     return ShardCall(
         table,
         shard,
         layout.counter_key(table, shard),
         layout.bucket_prefix(table, shard),
         suffixes,
-        positions.astype(np.int64),
+        owners[records],
         slots,
+        None if probe_only is None else probe_only[records],
     )
 
 

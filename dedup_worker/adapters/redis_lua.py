@@ -30,6 +30,8 @@ from __future__ import annotations
 #: ARGV[5]   each record's bucket, n x 2 bytes big-endian, 0-based index into the buckets
 #: ARGV[6]   the shard's bucket key prefix, e.g. "nd:{ns:ver:t0:p3}:b"
 #: ARGV[7]   the m distinct buckets this call touches: key suffixes (hex), space-separated
+#: ARGV[8]   optional: each record's kind, n bytes, "p" its entry's own, "q" a probe only (a
+#:           flipped key's bucket: read, never written); absent, every record is its entry's own
 #:
 #: Returns {inserted, lens, sizes, buckets} ({inserted} in mode "i"): lens is n x 4 bytes
 #: big-endian, the length of each record's bucket just before the record was considered; sizes
@@ -40,7 +42,7 @@ from __future__ import annotations
 #: already in its bucket (at a record boundary) is not stored again: replays are safe.
 PROBE_INSERT = """
 local mode, ttl, count = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local recs, idx = ARGV[4], ARGV[5]
+local recs, idx, kinds = ARGV[4], ARGV[5], ARGV[8]
 local keys = {}
 for suffix in string.gmatch(ARGV[7], '%x+') do
   keys[#keys + 1] = ARGV[6] .. suffix
@@ -72,7 +74,7 @@ for e = 1, #recs / 16 do
   local j = hi * 256 + lo + 1
   local s = data[j]
   lens[e] = #s
-  if mode ~= 'q' then
+  if mode ~= 'q' and not (kinds and string.byte(kinds, e) == 113) then  -- 113: "q"
     local rec = string.sub(recs, 16 * e - 15, 16 * e)
     if #s == 0 or not present(s, rec) then
       data[j] = s .. rec

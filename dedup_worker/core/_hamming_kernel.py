@@ -101,6 +101,8 @@ def _grow(q: np.ndarray, f: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.n
 def probe_run(
     queries: np.ndarray,
     permuted: np.ndarray,
+    positions: np.ndarray,
+    lookups: np.ndarray,
     keys: np.ndarray,
     ids: np.ndarray,
     offsets: np.ndarray,
@@ -112,7 +114,11 @@ def probe_run(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Matches (query index, stored id, original fingerprint, distance) in one table run.
 
-    Queries go in groups of 16: first all directory reads, then a touch of every bucket, then
+    Probe ``g`` reads the bucket of the permuted key ``lookups[g]`` for query ``positions[g]``
+    (its own key, or its key with slack bits flipped); ``permuted`` holds the queries' own
+    permuted keys. An entry is kept when this table is the first whose ``key_masks`` row of the
+    query (``index_api.rule_masks``) it agrees on, so no other table reports it again.
+    Probes go in groups of 16: first all directory reads, then a touch of every bucket, then
     the scans, so the cache misses of a group overlap instead of queueing one after another.
     Tombstoned entries (id == 2**64 - 1) are skipped.
     """
@@ -128,10 +134,10 @@ def probe_run(
     sink = np.zeros(1, dtype=np.uint64)  # keeps the bucket-touching loads from being elided
     limit = U64(k)
     dead = U64(0xFFFFFFFFFFFFFFFF)
-    for first in range(0, queries.size, _GROUP):
-        last = min(queries.size, first + _GROUP)
+    for first in range(0, lookups.size, _GROUP):
+        last = min(lookups.size, first + _GROUP)
         for g in range(last - first):
-            bucket = np.int64(permuted[first + g] >> shift) if dir_bits > 0 else 0
+            bucket = np.int64(lookups[first + g] >> shift) if dir_bits > 0 else 0
             lo[g] = offsets[bucket]
             hi[g] = offsets[bucket + 1]
         touch = U64(0)
@@ -140,14 +146,14 @@ def probe_run(
                 touch ^= keys[lo[g]]
         sink[0] ^= touch
         for g in range(last - first):
-            i = first + g
+            i = positions[first + g]
             key = permuted[i]
             for j in range(lo[g], hi[g]):
                 dist = popcount(keys[j] ^ key)
                 if dist > limit or ids[j] == dead:
                     continue
                 original = permute_one(keys[j], inverse, 0, rows)
-                if first_agreeing(original ^ queries[i], key_masks) != table:
+                if first_agreeing(original ^ queries[i], key_masks[i]) != table:
                     continue
                 if n == out_q.size:
                     out_q, out_f, out_d = _grow(out_q, out_f, out_d)
@@ -158,6 +164,31 @@ def probe_run(
                 out_d[n] = np.int8(dist)
                 n += 1
     return out_q[:n], out_i[:n], out_f[:n], out_d[:n]
+
+
+@njit(cache=True)
+def weakest_bits(
+    margins: np.ndarray, positions: np.ndarray, widths: np.ndarray, flips: int
+) -> np.ndarray:
+    """Per row of ``margins`` (n x 64) and table t, the mask of its ``flips`` key bits of
+    smallest margin among ``positions[t, :widths[t]]`` (equal margins: the one listed first)."""
+    n, tables = margins.shape[0], positions.shape[0]
+    out = np.zeros((n, tables), dtype=np.uint64)
+    for i in range(n):
+        for t in range(tables):
+            chosen = U64(0)
+            for _ in range(min(flips, widths[t])):
+                best, best_margin = -1, np.int64(0)
+                for at in range(widths[t]):
+                    bit = positions[t, at]
+                    if chosen >> U64(bit) & U64(1):
+                        continue
+                    margin = np.int64(margins[i, bit])
+                    if best < 0 or margin < best_margin:
+                        best, best_margin = bit, margin
+                chosen |= U64(1) << U64(best)
+            out[i, t] = chosen
+    return out
 
 
 @njit(cache=True)
@@ -203,8 +234,9 @@ def scan_runs(
 
     Query ``positions[j]`` is compared with entries ``starts[j] .. starts[j] + lens[j]``, entry
     ``r``'s fingerprint being ``words[2 * r]`` (16-byte records: fingerprint, id). Kept: distance
-    <= k and, when ``key_masks`` is not empty, agreement on some mask's bits. Returns (query
-    position, entry, distance) per match, in scan order.
+    <= k and, when ``key_masks`` has rows (one per query: ``index_api.rule_masks``), agreement
+    on some mask of the query's row. Returns (query position, entry, distance) per match, in
+    scan order.
 
     Any byte order works as long as queries, words and masks share it: a popcount and an AND
     with zero do not depend on the order of bytes, so big-endian records need no conversion.
@@ -213,7 +245,8 @@ def scan_runs(
     out_r = np.empty(64, dtype=np.int64)
     out_d = np.empty(64, dtype=np.int8)
     n = 0
-    check_keys = key_masks.size > 0
+    check_keys = key_masks.shape[0] > 0
+    tables = key_masks.shape[1]
     for j in range(positions.size):
         p = positions[j]
         query = queries[p]
@@ -223,7 +256,7 @@ def scan_runs(
             dist = popcount(diff)
             if dist > U64(k):
                 continue
-            if check_keys and first_agreeing(diff, key_masks) == key_masks.size:
+            if check_keys and first_agreeing(diff, key_masks[p]) == tables:
                 continue
             if n == out_q.size:
                 out_q, out_r, out_d = _grow(out_q, out_r, out_d)

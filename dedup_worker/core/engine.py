@@ -31,7 +31,14 @@ from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.core.index_api import HammingIndex, Matches
 from dedup_worker.core.record_cache import RecordCache
 from dedup_worker.core.records import PENDING, DocRecord, DocStore, page_id
-from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming, to_hex
+from dedup_worker.core.simhash import (
+    Document,
+    FeatureConfig,
+    Fingerprinter,
+    I32Array,
+    hamming,
+    to_hex,
+)
 from dedup_worker.core.sketch import (
     DEFAULT_SKETCH,
     RECOMMENDED_FEATURES,
@@ -39,6 +46,7 @@ from dedup_worker.core.sketch import (
     SketchConfig,
     Sketcher,
     verify,
+    verify_many,
 )
 from dedup_worker.core.standing import Outcome, Priorities, follows, unchanged
 from dedup_worker.core.text import content_checksums
@@ -86,6 +94,9 @@ class Prepared:
     #: Each page's pending record, built here rather than on the thread that waits on the
     #: stores (a frozen dataclass costs ~2 us a page to build).
     records: list[DocRecord] = field(default_factory=list)
+    #: Each page's bit margins (row i: page i; ``Fingerprinter.fingerprint_margins``): which
+    #: key bits the index's probes try flipped. None: probes read their own keys only.
+    margins: I32Array | None = None
 
 
 @dataclass
@@ -101,6 +112,7 @@ class _Item:
     unchanged: bool = False
     matches: list[tuple[int, int]] = field(default_factory=list)  # (id, distance), others only
     record: DocRecord | None = None
+    row: int = 0  # the page's place in its batch (its row of the margins)
 
 
 def _checksums(pages: Sequence[Page]) -> list[str]:
@@ -153,14 +165,14 @@ class DedupEngine:
         Thread-safe: a worker prepares its next batch while this one waits on Redis.
         """
         documents = [Document(p.text, p.title) for p in pages]
-        fps, sketches = self._fingerprints(documents)
+        fps, sketches, margins = self._fingerprints(documents)
         checksums = _checksums(pages)
         ids = [page_id(p.url, p.fetched_at) for p in pages]
         records = [
             DocRecord(i, p.url, p.host, p.fetched_at, fp, checksum, PENDING, sketch=sketch)
             for p, i, fp, checksum, sketch in zip(pages, ids, fps, checksums, sketches, strict=True)
         ]
-        return Prepared(tuple(pages), fps, sketches, checksums, ids, records)
+        return Prepared(tuple(pages), fps, sketches, checksums, ids, records, margins)
 
     def decide(self, prepared: Prepared) -> list[Decision]:
         """``process`` after ``prepare``: every store step; safe to call again after a failure."""
@@ -168,20 +180,21 @@ class DedupEngine:
             return []
         pending: list[DocRecord | None] = [*prepared.records] or [None] * len(prepared.pages)
         items = [
-            _Item(page, ident, fp, checksum, sketch, record=record)
-            for page, fp, sketch, checksum, ident, record in zip(
+            _Item(page, ident, fp, checksum, sketch, record=record, row=row)
+            for row, (page, fp, sketch, checksum, ident, record) in enumerate(zip(
                 prepared.pages, prepared.fingerprints, prepared.sketches,
                 prepared.checksums, prepared.ids, pending, strict=True,
-            )
+            ))
         ]  # fmt: skip
         records = self._claim_revisits(items)
-        self._probe(items)
+        self._probe(items, prepared.margins)
         known = self.records.get_many({m for item in items for m, _ in item.matches}, self.docs.get)
         known.update(records)
+        checks = self._check_all(items, known)
         outcomes: dict[int, Outcome] = {}
         for item in sorted(items, key=lambda i: i.id):  # a revisit after its previous fetch
-            outcomes[item.id] = self._decide(item, known, outcomes)
-        corrections = self._corrections(items, known)
+            outcomes[item.id] = self._decide(item, known, outcomes, checks)
+        corrections = self._corrections(items, known, checks)
         settled = self.docs.finalize({i: (o.verdict, o.original) for i, o in outcomes.items()})
         decisions = [
             self._decision(item, outcomes[item.id], settled.get(item.id)) for item in items
@@ -225,11 +238,12 @@ class DedupEngine:
             )  # fmt: skip
         return item.record
 
-    def _fingerprints(self, documents: list[Document]) -> tuple[list[int], list[bytes]]:
+    def _fingerprints(self, documents: list[Document]) -> tuple[list[int], list[bytes], I32Array]:
         if self.sketcher is None:
-            return self.fingerprinter.fingerprint_many(documents).tolist(), [b""] * len(documents)
-        fps, rows = self.sketcher.fingerprint_and_sketch(documents)
-        return fps.tolist(), [row.tobytes() for row in rows]
+            fps, margins = self.fingerprinter.fingerprint_margins(documents)
+            return fps.tolist(), [b""] * len(documents), margins
+        fps, rows, margins = self.sketcher.fingerprint_sketch_margins(documents)
+        return fps.tolist(), [row.tobytes() for row in rows], margins
 
     def _similar(self, fingerprint: int, sketch: bytes, other: DocRecord) -> bool:
         """Within k, and (when both pages have sketches) verified by their resemblance."""
@@ -242,14 +256,15 @@ class DedupEngine:
             return True, None  # records without a sketch fall back to the fingerprint rule
         return verify(a, b, self.settings.sketch)
 
-    def _probe(self, items: list[_Item]) -> None:
+    def _probe(self, items: list[_Item], margins: I32Array | None) -> None:
         """probe_insert in page order; unchanged revisits are not indexed again."""
         probing = sorted((i for i in items if not i.unchanged), key=lambda i: i.id)
         if not probing:
             return
         fps = np.array([i.fingerprint for i in probing], dtype=np.uint64)
         ids = np.array([i.id for i in probing], dtype=np.uint64)
-        found: Matches = self.index.probe_insert(fps, ids)
+        rows = None if margins is None else margins[[i.row for i in probing]]
+        found: Matches = self.index.probe_insert(fps, ids, rows)
         for q, ident, dist in zip(
             found.query.tolist(), found.id.tolist(), found.distance.tolist(), strict=True
         ):
@@ -257,7 +272,11 @@ class DedupEngine:
                 probing[q].matches.append((ident, dist))
 
     def _decide(
-        self, item: _Item, known: dict[int, DocRecord], decided: dict[int, Outcome]
+        self,
+        item: _Item,
+        known: dict[int, DocRecord],
+        decided: dict[int, Outcome],
+        checks: dict[tuple[int, int], tuple[bool, float | None]],
     ) -> Outcome:
         if item.unchanged and item.previous is not None:
             distance = hamming(item.previous.fingerprint, item.fingerprint)
@@ -271,7 +290,7 @@ class DedupEngine:
             for ident, dist in item.matches
             if ident in known and known[ident].url != item.page.url
         ]
-        verified = {ident: self._check(item, known[ident]) for ident, _ in others}
+        verified = {ident: checks[item.id, ident] for ident, _ in others}
         others = [(i, d) for i, d in others if verified[i][0]]
         earlier = sorted((ident, dist) for ident, dist in others if ident < item.id)
         evidence = self._evidence(item, others, earlier)
@@ -294,13 +313,37 @@ class DedupEngine:
             return Outcome(_CHANGED, None, distance, evidence)
         return Outcome(_UNIQUE, None, None, evidence)
 
-    def _check(self, item: _Item, other: DocRecord) -> tuple[bool, float | None]:
-        """A candidate is a duplicate if the checksums agree or the sketches verify."""
-        if other.checksum == item.checksum:
-            return True, 1.0
-        return self._verified(item.sketch, other.sketch)
+    def _check_all(
+        self, items: list[_Item], known: dict[int, DocRecord]
+    ) -> dict[tuple[int, int], tuple[bool, float | None]]:
+        """(page id, candidate id) -> (duplicate?, resemblance) for every candidate of another
+        URL in the batch: the checksums agree, or the sketches verify (all in one call)."""
+        out: dict[tuple[int, int], tuple[bool, float | None]] = {}
+        keys: list[tuple[int, int]] = []
+        pairs: list[tuple[bytes, bytes]] = []
+        sketch = self.settings.sketch
+        for item in items:
+            for ident, _ in item.matches:
+                other = known.get(ident)
+                if other is None or other.url == item.page.url:
+                    continue
+                if other.checksum == item.checksum:
+                    out[item.id, ident] = (True, 1.0)
+                elif sketch is None or not item.sketch or len(item.sketch) != len(other.sketch):
+                    out[item.id, ident] = (True, None)  # no sketch: the fingerprint rule
+                else:
+                    keys.append((item.id, ident))
+                    pairs.append((item.sketch, other.sketch))
+        if sketch is not None:
+            out.update(zip(keys, verify_many(pairs, sketch), strict=True))
+        return out
 
-    def _corrections(self, items: list[_Item], known: dict[int, DocRecord]) -> list[Decision]:
+    def _corrections(
+        self,
+        items: list[_Item],
+        known: dict[int, DocRecord],
+        checks: dict[tuple[int, int], tuple[bool, float | None]],
+    ) -> list[Decision]:
         """Later pages within k that did not see this one: mark them, re-decide them."""
         wanted: dict[int, tuple[str, tuple[str, int]]] = {}
         for item in items:
@@ -308,7 +351,7 @@ class DedupEngine:
                 later = known.get(ident)
                 if later is None or ident < item.id or later.url == item.page.url:
                     continue
-                if not self._check(item, later)[0]:
+                if not checks[item.id, ident][0]:
                     continue
                 original = self._earliest_original(item, later, known)
                 exact = dist == 0 and later.checksum == item.checksum

@@ -13,11 +13,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dedup_worker.core.design import MAX_K
-from dedup_worker.errors import ConfigError
+from dedup_worker.core.design import MAX_K, Design
+from dedup_worker.errors import ConfigError, IndexError_
 
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
+I32Array = npt.NDArray[np.int32]
 I8Array = npt.NDArray[np.int8]
 
 #: Reserved id marking a deleted entry; callers may not insert it.
@@ -87,9 +88,14 @@ class HammingIndex(Protocol):
     with it exactly on the key bits of at least one table of the design. The tables make that
     rule complete up to ``design.k`` (pigeonhole): every entry that near is found. Between
     ``design.k`` and ``k`` an entry is found when its differing bits spare one table's key,
-    which the planner reports per distance (``planner.coverage``). The rule depends on the
-    design and the radius only, never on a backend's buckets, so every backend returns the same
-    matches.
+    which the planner reports per distance (``planner.coverage``).
+
+    With ``flips`` > 0 and the queries' ``margins`` (``Fingerprinter.fingerprint_margins``),
+    a query may also differ from the entry on its slack bits of the table (``Design.slack``:
+    its ``flips`` key bits of smallest margin there): the probe reads those buckets too. The
+    rule then depends on the query, so a pair beyond ``design.k`` may be found from one side
+    only (README, "The detector"). The rule depends on the design, the radius, the flips and
+    the margins, never on a backend's buckets, so every backend returns the same matches.
     """
 
     @property
@@ -99,11 +105,13 @@ class HammingIndex(Protocol):
 
     def __len__(self) -> int: ...
 
-    def query(self, fingerprints: U64Array) -> Matches:
+    def query(self, fingerprints: U64Array, margins: I32Array | None = None) -> Matches:
         """The matches of each fingerprint (see the class doc); nothing is inserted."""
         ...
 
-    def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
+    def probe_insert(
+        self, fingerprints: U64Array, ids: U64Array, margins: I32Array | None = None
+    ) -> Matches:
         """Query, then insert, as one step: query i also sees entries 0..i-1 of this batch.
 
         An (fingerprint, id) entry that is already stored is not stored twice (replay safety);
@@ -129,8 +137,54 @@ def check_radius(radius: int | None, design_k: int) -> int:
     return value
 
 
+def probe_slack(
+    design: Design, radius: int, flips: int, margins: I32Array | None, n: int
+) -> U64Array | None:
+    """Each query's slack bits per table (``Design.slack``), or None where they change
+    nothing: no margins, no flips, or a radius within the design's k (whose tables already
+    find every entry that near)."""
+    if margins is None or flips == 0 or radius <= design.k:
+        return None
+    values = np.asarray(margins)
+    if values.shape != (n, 64):
+        raise IndexError_(f"margins must have shape ({n}, 64), got {values.shape}")
+    return design.slack(values.astype(np.int32, copy=False), flips)
+
+
+def rule_masks(key_masks: U64Array, slack: U64Array | None, n: int) -> U64Array:
+    """Per query (row) and table, the key bits it must share with an entry: the table's key
+    bits without the query's slack."""
+    if slack is None:
+        return np.ascontiguousarray(np.broadcast_to(key_masks, (n, key_masks.size)))
+    return np.ascontiguousarray(key_masks[None, :] & ~slack)
+
+
+def submasks(masks: U64Array) -> tuple[I64Array, U64Array]:
+    """(row, submask) for every non-zero submask of each mask, row by row: the flips a probe
+    tries (a slack of f bits has 2**f - 1)."""
+    rows: list[I64Array] = []
+    subs: list[U64Array] = []
+    index = np.arange(masks.size, dtype=np.int64)
+    current = masks.copy()
+    one = np.uint64(1)
+    while True:
+        live = current != 0
+        if not live.any():
+            break
+        rows.append(index[live])
+        subs.append(current[live])
+        current = np.where(live, (current - one) & masks, np.uint64(0))
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    row, sub = np.concatenate(rows), np.concatenate(subs)
+    order = np.argsort(row, kind="stable")
+    return row[order], sub[order]
+
+
 def agrees_on_a_key(diff: U64Array, key_masks: U64Array) -> npt.NDArray[np.bool_]:
-    """For each XOR of a query and an entry: do they agree on some table's key bits?"""
+    """For each XOR of a query and an entry: do they agree on some table's key bits?
+    ``key_masks``: the tables' key masks, or one row of masks per XOR (``rule_masks``)."""
     if diff.size == 0:
         return np.zeros(0, dtype=bool)
-    return np.asarray(((diff[:, None] & key_masks[None, :]) == 0).any(axis=1))
+    masks = key_masks if key_masks.ndim == 2 else key_masks[None, :]
+    return np.asarray(((diff[:, None] & masks) == 0).any(axis=1))

@@ -22,14 +22,18 @@ import numpy as np
 
 from dedup_worker.core import _hamming_kernel as hk
 from dedup_worker.core.batch import all_pairs
-from dedup_worker.core.design import Design
+from dedup_worker.core.design import Design, check_flips
 from dedup_worker.core.index_api import (
     TOMBSTONE,
+    I32Array,
     I64Array,
     Matches,
     U64Array,
     agrees_on_a_key,
     check_radius,
+    probe_slack,
+    rule_masks,
+    submasks,
 )
 from dedup_worker.errors import IndexError_
 
@@ -68,12 +72,14 @@ class _Tail:
 class InMemoryIndex:
     """Hamming search in process memory (``HammingIndex``); single-threaded by design.
 
-    ``radius`` (default: the design's k) is the search radius ``k`` of the interface.
+    ``radius`` (default: the design's k) is the search radius ``k`` of the interface;
+    ``flips`` the slack bits a probe tries flipped per table (see ``HammingIndex``).
     """
 
-    def __init__(self, design: Design, radius: int | None = None) -> None:
+    def __init__(self, design: Design, radius: int | None = None, flips: int = 0) -> None:
         self.design = design
         self._radius = check_radius(radius, design.k)
+        self.flips = check_flips(flips)
         self._segments = [table.segments for table in design.tables]
         self._inverse = [table.inverse_segments for table in design.tables]
         self._runs: list[_Run] = []
@@ -89,16 +95,17 @@ class InMemoryIndex:
 
     # ---- queries -------------------------------------------------------------------------
 
-    def query(self, fingerprints: U64Array) -> Matches:
+    def query(self, fingerprints: U64Array, margins: I32Array | None = None) -> Matches:
         queries = _as_u64(fingerprints)
-        stored = self._probe_tables(queries).concat(self._probe_tail(queries))
-        # An entry deleted and inserted again may sit in two runs; report it once.
-        return stored.unique() if len(self._runs) > 1 else stored
+        return self._query(queries, self._slack(margins, queries.size))
 
-    def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
+    def probe_insert(
+        self, fingerprints: U64Array, ids: U64Array, margins: I32Array | None = None
+    ) -> Matches:
         fps, new_ids = _check_entries(fingerprints, ids)
-        stored = self.query(fps)
-        within = _within_batch(fps, new_ids, self.k, self.design)
+        slack = self._slack(margins, fps.size)
+        stored = self._query(fps, slack)
+        within = _within_batch(fps, new_ids, self.k, self.design, slack)
         matches = stored.concat(within).unique() if len(within) else stored
         keep = _not_replayed(matches, fps, new_ids)
         self._insert_checked(fps[keep], new_ids[keep])
@@ -161,6 +168,16 @@ class InMemoryIndex:
 
     # ---- internals -----------------------------------------------------------------------
 
+    def _slack(self, margins: I32Array | None, n: int) -> U64Array | None:
+        return probe_slack(self.design, self.k, self.flips, margins, n)
+
+    def _query(self, queries: U64Array, slack: U64Array | None) -> Matches:
+        masks = rule_masks(self.design.key_masks, slack, queries.size)
+        stored = self._probe_tables(queries, masks, slack).concat(self._probe_tail(queries, masks))
+        # An entry deleted and inserted again may sit in two runs; report it once. With slack,
+        # a probe and its flipped one may read one directory bucket.
+        return stored.unique() if len(self._runs) > 1 or slack is not None else stored
+
     def _insert_checked(self, fps: U64Array, ids: U64Array) -> None:
         self._live += int(fps.size)
         if fps.size >= TAIL_MAX:
@@ -202,17 +219,24 @@ class InMemoryIndex:
         run.offsets.append(hk.directory(keys, width))
         run.dir_bits.append(width)
 
-    def _probe_tables(self, queries: U64Array) -> Matches:
+    def _probe_tables(self, queries: U64Array, masks: U64Array, slack: U64Array | None) -> Matches:
         parts: list[Matches] = []
-        masks = self.design.key_masks
+        own = np.arange(queries.size, dtype=np.int64)
         for t in range(len(self.design.tables)):
             if not self._runs:
                 break
             permuted = hk.permute(queries, self._segments[t])
+            positions, lookups = own, permuted
+            if slack is not None:  # the buckets of the slack bits flipped, too
+                rows, flipped = submasks(slack[:, t])
+                positions = np.concatenate([own, rows])
+                lookups = np.concatenate(
+                    [permuted, hk.permute(queries[rows] ^ flipped, self._segments[t])]
+                )
             for run in self._runs:
                 q, i, f, d = hk.probe_run(
-                    queries, permuted, run.keys[t], run.ids[t], run.offsets[t],
-                    run.dir_bits[t], self.k, t, masks, self._inverse[t],
+                    queries, permuted, positions, lookups, run.keys[t], run.ids[t],
+                    run.offsets[t], run.dir_bits[t], self.k, t, masks, self._inverse[t],
                 )  # fmt: skip
                 if q.size:
                     parts.append(Matches(q, i, f, d))
@@ -225,13 +249,13 @@ class InMemoryIndex:
             np.concatenate([m.distance for m in parts]),
         )
 
-    def _probe_tail(self, queries: U64Array) -> Matches:
+    def _probe_tail(self, queries: U64Array, masks: U64Array) -> Matches:
         if not self._tail.fps:
             return Matches.empty()
         tail_f, tail_i = self._tail.arrays()
         q, j, d = hk.scan_all(queries, tail_f, self.k)
         if self.k > self.design.k:  # within the design's k, every near entry agrees on a key
-            keep = agrees_on_a_key(queries[q] ^ tail_f[j], self.design.key_masks)
+            keep = agrees_on_a_key(queries[q] ^ tail_f[j], masks[q])
             q, j, d = q[keep], j[keep], d[keep]
         return Matches.build(q, tail_i[j], tail_f[j], d)
 
@@ -266,12 +290,22 @@ def _check_entries(fingerprints: U64Array, ids: U64Array) -> tuple[U64Array, U64
     return fps, idents
 
 
-def _within_batch(fps: U64Array, ids: U64Array, k: int, design: Design) -> Matches:
+def _within_batch(
+    fps: U64Array, ids: U64Array, k: int, design: Design, slack: U64Array | None
+) -> Matches:
     """Matches of each batch entry against the entries before it in the same batch."""
     if fps.size < 2:
         return Matches.empty()
-    i, j, d = all_pairs(fps, k, design)
-    return Matches.build(j, ids[i], fps[i], d)
+    if slack is None:
+        i, j, d = all_pairs(fps, k, design)
+        return Matches.build(j, ids[i], fps[i], d)
+    # The rule depends on the later entry's slack: every pair within k, then the rule.
+    q, e, d = hk.scan_all(fps, fps, k)
+    earlier = e < q
+    q, e, d = q[earlier], e[earlier], d[earlier]
+    masks = rule_masks(design.key_masks, slack, fps.size)
+    keep = (d <= design.k) | agrees_on_a_key(fps[q] ^ fps[e], masks[q])
+    return Matches.build(q[keep], ids[e[keep]], fps[e[keep]], d[keep])
 
 
 def _not_replayed(matches: Matches, fps: U64Array, ids: U64Array) -> np.ndarray:

@@ -140,11 +140,14 @@ DEFAULT_SKETCH = SketchConfig()
 #: of a language from outvoting the rest, which made uncapped single-word fingerprints crowd
 #: together (hundreds of candidates per page on a same-language corpus).
 RECOMMENDED_FEATURES = FeatureConfig(shingle=1, title_weight=0, tf_cap=4)
-#: Search radius, the distance up to which the tables find every candidate, and how many
-#: orders of the bits the tables are repeated over (README, "Detection quality").
-RECOMMENDED_K = 6
+#: Search radius, the distance up to which the tables find every candidate, how many orders
+#: of the bits the tables are repeated over, and how many of a page's weakest key bits per
+#: table its probe also tries flipped (README, "Detection quality": the flip reaches the
+#: renderer mirrors 7-8 bits apart, which agree on no table's key exactly).
+RECOMMENDED_K = 8
 RECOMMENDED_TABLES_K = 3
 RECOMMENDED_REPLICAS = 2
+RECOMMENDED_FLIPS = 1
 
 
 class Sketcher:

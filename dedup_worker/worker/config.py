@@ -57,9 +57,10 @@ class WorkerConfig:
     dlq_topic: str = ""  # "" means "<pages_topic>.dlq"
     group_id: str = "neardup-dedup"
     worker_id: str = ""  # "": a slot leased in Redis, or the host name (memory, no transactions)
-    k: int = 6
+    k: int = 8
     tables_k: int = -1  # -1 means min(3, k)
     table_replicas: int = 2
+    probe_flips: int = 1
     shingle: int = 1
     tf_cap: int = 4
     drop_stop_words: bool = False
@@ -155,7 +156,7 @@ class WorkerConfig:
             f"{self.decisions_topic},{self.dlq_topic}"
             f"{' (rolling generations)' if self.topic_generations else ''} group={self.group_id} "
             f"worker={self.worker_id or '(leased slot)'} k={self.k} tables_k={self.tables_k}"
-            f"x{self.table_replicas} "
+            f"x{self.table_replicas} flips={self.probe_flips} "
             f"shingle={self.shingle} tf_cap={self.tf_cap} "
             f"{'stop_words=dropped ' if self.drop_stop_words else ''}"
             f"sketch={self.sketch_bins}x{self.sketch_bits if self.verify else 'off'} "

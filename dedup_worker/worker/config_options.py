@@ -71,6 +71,13 @@ OPTIONS: tuple[Option, ...] = (
         "candidates beyond the tables' k, and costs as much memory and Redis time again",
     ),
     Option(
+        "probe_flips",
+        parse.integer(0, 3),
+        "key bits of each index table a probe also tries flipped, the page's weakest there (the "
+        "bits whose votes came closest to a tie): reaches near-duplicates beyond the tables' k "
+        "that agree on no key; each doubles the buckets a probe reads (0 = off)",
+    ),
+    Option(
         "shingle",
         parse.integer(1, 8),
         "words per simhash feature (default 1: single words; see README, detection quality)",

@@ -236,7 +236,8 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
         shares = ", ".join(f"{d}: {share:.0%}" for d, share in chosen.coverage().items())
         logger.info("share of candidates the tables find per distance: %s", shares)
     if config.memory_backend:
-        return InMemoryIndex(chosen.design(), radius=config.k), MemoryDocStore()
+        in_memory = InMemoryIndex(chosen.design(), radius=config.k, flips=config.probe_flips)
+        return in_memory, MemoryDocStore()
     from dedup_worker.adapters.redis_client import connect
     from dedup_worker.adapters.redis_docs import RedisDocStore
     from dedup_worker.adapters.redis_index import RedisIndex
@@ -258,6 +259,7 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
         ttl=ttl,
         shard_bits=index_shards,
         radius=config.k,
+        flips=config.probe_flips,
     )
     # Records hold fingerprints: a new fingerprint version must not compare against old ones.
     docs_namespace = f"{config.index_namespace}.{version_tag}"

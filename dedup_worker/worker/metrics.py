@@ -20,7 +20,7 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from dedup_worker.contract.messages import Decision
-from dedup_worker.core.index_api import HammingIndex, Matches, U64Array
+from dedup_worker.core.index_api import HammingIndex, I32Array, Matches, U64Array
 
 logger = logging.getLogger(__name__)
 
@@ -216,14 +216,16 @@ class InstrumentedIndex:
     def __len__(self) -> int:
         return len(self._index)
 
-    def query(self, fingerprints: U64Array) -> Matches:
+    def query(self, fingerprints: U64Array, margins: I32Array | None = None) -> Matches:
         with self._seconds.time():
-            return self._index.query(fingerprints)
+            return self._index.query(fingerprints, margins)
 
-    def probe_insert(self, fingerprints: U64Array, ids: U64Array) -> Matches:
+    def probe_insert(
+        self, fingerprints: U64Array, ids: U64Array, margins: I32Array | None = None
+    ) -> Matches:
         started = time.perf_counter()
         try:
-            return self._index.probe_insert(fingerprints, ids)
+            return self._index.probe_insert(fingerprints, ids, margins)
         finally:
             self._seconds.observe(time.perf_counter() - started)
 

@@ -23,6 +23,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 DEFAULT_DETECTORS = (
+    "hybrid:title_weight=0,shingle=1,tf_cap=4,k=8,tables=3,replicas=2,flips=1,bins=1024,bits=2",
     "hybrid:title_weight=0,shingle=1,tf_cap=4,k=6,tables=3,replicas=2,bins=1024,bits=2",
     "hybrid:title_weight=0,shingle=2,k=3,bins=256,bits=1,threshold=0.9",
     "simhash:shingle=4,k=3",

@@ -16,6 +16,8 @@ candidates beyond K must also agree on the key bits of a table of the design for
 blocks, default the planner's choice for a million pages, repeated over N orders of the bits),
 exactly the matching rule of ``index_api.HammingIndex``.
 Without it every pair within k is a candidate, as if the tables were complete up to k.
+``flips=F`` (hybrid only, with ``tables``) adds the index's flipped probes: the later page of a
+pair may also differ on its F weakest key bits of a table (``Design.slack``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedup_worker.core.design import Design, build_design
-from dedup_worker.core.index_api import agrees_on_a_key
+from dedup_worker.core.index_api import agrees_on_a_key, probe_slack, rule_masks
 from dedup_worker.core.planner import plan
 from dedup_worker.core.simhash import Document, FeatureConfig
 from dedup_worker.core.sketch import (
@@ -79,6 +81,8 @@ class Spec:
     tables: int = -1
     blocks: int = 0
     replicas: int = 1
+    #: Weakest key bits per table the later page's probe also tries flipped (hybrid only).
+    flips: int = 0
 
     def design(self) -> Design | None:
         """The table design candidates must agree with beyond its k (None: no such rule)."""
@@ -136,7 +140,7 @@ def _group(key: str) -> str:
             return name
     if key in _SUPER_KEYS:
         return "supers"
-    if key in ("k", "verify", "tables", "blocks", "replicas"):
+    if key in ("k", "verify", "tables", "blocks", "replicas", "flips"):
         return "top"
     raise ConfigError(f"unknown detector setting {key!r}")
 
@@ -170,15 +174,18 @@ def run(spec: Spec, documents: Sequence[Document], limit: int = 12) -> Run:
     sketcher.fingerprint_and_sketch(documents[:2])  # compile (or load) the kernels first
     started = time.perf_counter()
     if spec.kind == "hybrid":
-        fps, rows = sketcher.fingerprint_and_sketch(documents)
+        fps, rows, margins = sketcher.fingerprint_sketch_margins(documents)
     else:
-        fps = sketcher.fingerprinter.fingerprint_many(documents)
+        fps, margins = sketcher.fingerprinter.fingerprint_margins(documents)
     seconds = time.perf_counter() - started
     pairs = quality.hamming_pairs(fps, max(limit, spec.k))
     design = spec.design()
     if design is not None:
         diff = fps[pairs.left] ^ fps[pairs.right]
-        pairs = pairs.where((pairs.value <= design.k) | agrees_on_a_key(diff, design.key_masks))
+        flips = spec.flips if spec.kind == "hybrid" else 0
+        slack = probe_slack(design, spec.k, flips, margins, fps.size)
+        masks = rule_masks(design.key_masks, slack, fps.size)[pairs.right]
+        pairs = pairs.where((pairs.value <= design.k) | agrees_on_a_key(diff, masks))
     if spec.kind == "simhash":
         return Run(spec, pairs, np.ones(len(pairs), dtype=bool), None, seconds, fps)
     similarity = estimate_rows(rows, pairs.left, pairs.right)

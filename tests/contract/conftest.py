@@ -53,7 +53,8 @@ def make_index(backend: str, backend_client: Any) -> IndexFactory:
 
     def build(design: Design, **options: Any) -> HammingIndex:
         if backend == "memory":
-            return InMemoryIndex(design, radius=options.get("radius"))
+            flips = options.get("flips", 0)
+            return InMemoryIndex(design, radius=options.get("radius"), flips=flips)
         options.setdefault("namespace", new_namespace())
         options.setdefault("expected_n", 256)
         return RedisIndex(backend_client, design, "vtest", **options)

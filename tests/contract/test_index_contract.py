@@ -115,26 +115,49 @@ def test_probe_insert_matches_oracle(
     check()
 
 
-#: (design k, splits, search radius): radii beyond the design's k.
-RADIUS_DESIGNS = [(1, (2,), 3), (3, (4,), 5), (3, (4,), 8), (4, (6,), 6), (2, (3, 3), 4)]
+#: (design k, splits, replicas, search radius, flips): radii beyond the design's k, without
+#: and with probes that also read their flipped slack bits' buckets (first replica's tables).
+RULE_DESIGNS = [
+    (1, (2,), 1, 3, 0),
+    (3, (4,), 1, 5, 0),
+    (3, (4,), 1, 8, 0),
+    (4, (6,), 1, 6, 0),
+    (2, (3, 3), 1, 4, 0),
+    (1, (2,), 1, 4, 1),
+    (3, (4,), 2, 8, 1),
+    (3, (4,), 1, 8, 2),
+    (2, (3, 3), 1, 6, 1),
+    (2, (4,), 3, 7, 3),
+]
 
 
-@pytest.mark.parametrize(
-    ("backend", "k", "splits", "radius"),
-    [
+def _per_backend(designs: list[tuple[Any, ...]]) -> list[Any]:
+    """Parameters: every backend (with its marks) with every design tuple."""
+    return [
         pytest.param(
             b if isinstance(b, str) else b.values[0], *d,
             marks=() if isinstance(b, str) else b.marks,
-            id=f"{b if isinstance(b, str) else b.values[0]}-k{d[0]}-{d[1]}-r{d[2]}",
+            id="-".join([b if isinstance(b, str) else b.values[0], *map(str, d)]),
         )
         for b in BACKENDS
-        for d in RADIUS_DESIGNS
-    ],
-)  # fmt: skip
-def test_radius_beyond_design_k_matches_oracle(
-    backend: str, k: int, splits: tuple[int, ...], radius: int, make_index: IndexFactory
+        for d in designs
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("backend", "k", "splits", "replicas", "radius", "flips"), _per_backend(RULE_DESIGNS)
+)
+def test_radius_and_flips_match_oracle(
+    backend: str,
+    k: int,
+    splits: tuple[int, ...],
+    replicas: int,
+    radius: int,
+    flips: int,
+    make_index: IndexFactory,
 ) -> None:
-    """Same matches on every backend and layout: within the radius and agreeing on a key."""
+    """Same matches on every backend and layout: within the radius and agreeing on a key, less
+    the query's slack bits when probes try its weakest key bits flipped."""
 
     @_settings(backend)
     @given(
@@ -146,17 +169,57 @@ def test_radius_beyond_design_k_matches_oracle(
     def check(seed: int, shape: tuple[int, int, int], cuts: list[int], layout: Any) -> None:
         rng = np.random.default_rng(seed)
         fps, ids = planted(rng, *shape, k=radius)
-        design = build_design(k, splits)
-        index = make_index(design, radius=radius, **_options(backend, layout))
+        # Small margins, so that ties (broken by the table's order) are common.
+        margins = rng.integers(0, 6, size=(fps.size, 64)).astype(np.int32)
+        design = build_design(k, splits, replicas)
+        index = make_index(design, radius=radius, flips=flips, **_options(backend, layout))
         assert index.k == radius
-        oracle = Oracle(radius, key_masks=tuple(int(m) for m in design.key_masks))
+        oracle = Oracle(
+            radius,
+            key_masks=tuple(int(m) for m in design.key_masks),
+            key_orders=tuple(tuple(t.order[: t.key_bits]) for t in design.tables),
+            flips=flips,
+            flip_tables=len(design.tables) // replicas,
+        )
+        start = 0
         for batch_fps, batch_ids in split(fps, ids, cuts):
-            assert rows(index.probe_insert(batch_fps, batch_ids)) == oracle.probe_insert(
-                batch_fps, batch_ids
-            )
-        assert rows(index.query(fps)) == oracle.query(fps)
+            batch_margins = margins[start : start + batch_fps.size]
+            start += batch_fps.size
+            assert rows(
+                index.probe_insert(batch_fps, batch_ids, batch_margins)
+            ) == oracle.probe_insert(batch_fps, batch_ids, batch_margins)
+        assert rows(index.query(fps, margins)) == oracle.query(fps, margins)
+        assert rows(index.query(fps)) == oracle.query(fps)  # no margins: no flips
 
     check()
+
+
+def test_flips_find_what_exact_keys_miss() -> None:
+    """A pair that differs on one key bit of every table is found only with that bit's bucket
+    read too (its margin the smallest), and the rule reaches no farther than the slack."""
+    design = build_design(1, (2,))  # two tables, each keyed on 32 bits
+    base = 0x0123456789ABCDEF
+    near = base ^ (1 << 63) ^ (1 << 5)  # one bit in each table's key: no exact key agrees
+    margins = np.full((1, 64), 9, dtype=np.int32)
+    margins[0, 63] = margins[0, 5] = 0
+    for flips, found in ((0, False), (1, True)):
+        index = InMemoryIndex(design, radius=4, flips=flips)
+        index.insert(np.array([base], dtype=U64), np.array([1], dtype=U64))
+        hits = index.query(np.array([near], dtype=U64), margins)
+        assert (len(hits) == 1) is found
+    index = InMemoryIndex(design, radius=4, flips=1)
+    index.insert(np.array([base], dtype=U64), np.array([1], dtype=U64))
+    other = np.full((1, 64), 9, dtype=np.int32)  # the weakest bits are elsewhere
+    other[0, 40] = other[0, 2] = 0
+    assert len(index.query(np.array([near], dtype=U64), other)) == 0
+
+
+def test_bad_flips_and_margins_are_errors() -> None:
+    with pytest.raises(ConfigError, match="probe flips"):
+        InMemoryIndex(build_design(3, (4,)), radius=6, flips=4)
+    index = InMemoryIndex(build_design(3, (4,)), radius=6, flips=1)
+    with pytest.raises(IndexError_, match="margins"):
+        index.query(np.zeros(2, dtype=U64), np.zeros((3, 64), dtype=np.int32))
 
 
 def test_radius_below_design_k_is_a_config_error() -> None:

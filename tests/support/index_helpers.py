@@ -32,33 +32,55 @@ class Oracle:
 
     ``key_masks`` (a design's tables' key bits) applies the rule of a search radius beyond the
     design's k: an entry matches only if it also agrees with the query on some table's key.
+    ``key_orders`` (each table's key bit positions, in its order) and ``flips``: with a query's
+    margins, it may also differ on the ``flips`` key bits of a table of smallest margin there
+    (equal margins: the one first in the table's order), in the first ``flip_tables`` tables
+    (those of the design's first replica).
     """
 
     k: int
     entries: list[tuple[int, int]] = field(default_factory=list)
     key_masks: tuple[int, ...] = ()
+    key_orders: tuple[tuple[int, ...], ...] = ()
+    flips: int = 0
+    flip_tables: int = 0
 
-    def _near(self, fp: int, q: int) -> set[Row]:
+    def _near(self, fp: int, q: int, masks: tuple[int, ...]) -> set[Row]:
         return {
             (q, i, f, (f ^ fp).bit_count())
             for f, i in self.entries
-            if (f ^ fp).bit_count() <= self.k and self._agrees(f ^ fp)
+            if (f ^ fp).bit_count() <= self.k and self._agrees(f ^ fp, masks)
         }
 
-    def _agrees(self, diff: int) -> bool:
-        return not self.key_masks or any(diff & mask == 0 for mask in self.key_masks)
+    @staticmethod
+    def _agrees(diff: int, masks: tuple[int, ...]) -> bool:
+        return not masks or any(diff & mask == 0 for mask in masks)
 
-    def query(self, fps: np.ndarray) -> set[Row]:
+    def _masks(self, margins: list[int] | None) -> tuple[int, ...]:
+        """The key bits the query must share per table: all of them less its slack."""
+        if margins is None or not self.flips:
+            return self.key_masks
+        out = []
+        for table, (mask, order) in enumerate(zip(self.key_masks, self.key_orders, strict=True)):
+            ranked = sorted(range(len(order)), key=lambda at: (margins[order[at]], at))
+            flips = self.flips if table < self.flip_tables else 0
+            out.append(mask & ~sum(1 << order[at] for at in ranked[:flips]))
+        return tuple(out)
+
+    def query(self, fps: np.ndarray, margins: np.ndarray | None = None) -> set[Row]:
         rows: set[Row] = set()
         for q, fp in enumerate(fps.tolist()):
-            rows |= self._near(fp, q)
+            rows |= self._near(fp, q, self._masks(None if margins is None else margins[q].tolist()))
         return rows
 
-    def probe_insert(self, fps: np.ndarray, ids: np.ndarray) -> set[Row]:
+    def probe_insert(
+        self, fps: np.ndarray, ids: np.ndarray, margins: np.ndarray | None = None
+    ) -> set[Row]:
         """Entry q sees what is stored plus entries < q of the batch; exact replays not stored."""
         rows: set[Row] = set()
         for q, (fp, ident) in enumerate(zip(fps.tolist(), ids.tolist(), strict=True)):
-            rows |= self._near(fp, q)
+            masks = self._masks(None if margins is None else margins[q].tolist())
+            rows |= self._near(fp, q, masks)
             if (fp, ident) not in self.entries:
                 self.entries.append((fp, ident))
         return rows

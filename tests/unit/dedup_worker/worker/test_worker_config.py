@@ -8,6 +8,12 @@ import re
 import pytest
 
 from dedup_worker.core.simhash import Fingerprinter, to_hex
+from dedup_worker.core.sketch import (
+    RECOMMENDED_FLIPS,
+    RECOMMENDED_K,
+    RECOMMENDED_REPLICAS,
+    RECOMMENDED_TABLES_K,
+)
 from dedup_worker.errors import ConfigError
 from dedup_worker.worker.config import WorkerConfig, load_config
 from dedup_worker.worker.config_options import OPTIONS
@@ -25,6 +31,20 @@ def test_defaults_and_derived_values() -> None:
         10_000,
         2_000,
     )
+
+
+def test_the_detector_defaults_are_the_measured_ones() -> None:
+    """The worker's index defaults are those ``neardup eval`` scores as the default (README,
+    "The detector"): radius 8, tables complete to 3 over two orders of the bits, one flip."""
+    config = load_config([], {})
+    assert (config.k, config.tables_k, config.table_replicas, config.probe_flips) == (
+        RECOMMENDED_K,
+        RECOMMENDED_TABLES_K,
+        RECOMMENDED_REPLICAS,
+        RECOMMENDED_FLIPS,
+    )
+    assert "flips=1" in config.describe()
+    assert engine_settings(config).k == RECOMMENDED_K
 
 
 def test_with_redis_and_no_worker_id_the_worker_leases_a_slot() -> None:
@@ -73,6 +93,7 @@ def test_every_option_has_a_variable_and_a_flag() -> None:
         ("K", "three", "NEARDUP_K must be an integer 0..8, got 'three'"),
         ("K", "9", "NEARDUP_K must be an integer 0..8, got 9"),
         ("SHINGLE", "0", "NEARDUP_SHINGLE must be an integer 1..8"),
+        ("PROBE_FLIPS", "4", "NEARDUP_PROBE_FLIPS must be an integer 0..3, got 4"),
         ("TRANSACTIONAL", "maybe", "NEARDUP_TRANSACTIONAL must be one of auto, on, off"),
         ("CREATE_TOPICS", "sure", "NEARDUP_CREATE_TOPICS must be true or false"),
         ("PAGES_TOPIC", "my pages", "NEARDUP_PAGES_TOPIC must be a Kafka topic name"),
