@@ -46,6 +46,7 @@ from dedup_worker.core.index_api import (
     Matches,
     U64Array,
     check_radius,
+    mutual_match,
     probe_slack,
     rule_masks,
 )
@@ -124,6 +125,9 @@ class RedisIndex:
     ) -> Matches:
         fps, idents = _check_entries(fingerprints, ids)
         return self._chunked(fps, idents, "p", margins)
+
+    def mutual(self, diff: int) -> bool:
+        return mutual_match(self.design, self.k, diff)
 
     def insert(self, fingerprints: U64Array, ids: U64Array) -> None:
         fps, idents = _check_entries(fingerprints, ids)

@@ -344,7 +344,10 @@ class DedupEngine:
         known: dict[int, DocRecord],
         checks: dict[tuple[int, int], tuple[bool, float | None]],
     ) -> list[Decision]:
-        """Later pages within k that did not see this one: mark them, re-decide them."""
+        """Later pages within k that did not see this one: mark them, re-decide them. Only
+        pairs that match from either side (``HammingIndex.mutual``): a pair found through this
+        page's flipped key bits alone might not have been found by the later page's probe, so
+        a correction would make the verdict depend on which worker came first."""
         wanted: dict[int, tuple[str, tuple[str, int]]] = {}
         for item in items:
             for ident, dist in item.matches:
@@ -352,6 +355,8 @@ class DedupEngine:
                 if later is None or ident < item.id or later.url == item.page.url:
                     continue
                 if not checks[item.id, ident][0]:
+                    continue
+                if not self.index.mutual(item.fingerprint ^ later.fingerprint):
                     continue
                 original = self._earliest_original(item, later, known)
                 exact = dist == 0 and later.checksum == item.checksum

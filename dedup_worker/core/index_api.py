@@ -119,11 +119,26 @@ class HammingIndex(Protocol):
         """
         ...
 
+    def mutual(self, diff: int) -> bool:
+        """Whether a pair with this XOR matches whichever of the two probes (within ``k`` and,
+        beyond ``design.k``, agreeing on a table's key exactly): true of every match found
+        without a flip. Only such pairs are symmetric, so only they may correct a page decided
+        before its earlier near-duplicate was stored (``engine``)."""
+        ...
+
     def insert(self, fingerprints: U64Array, ids: U64Array) -> None: ...
 
     def delete(self, fingerprints: U64Array, ids: U64Array) -> int:
         """Remove the given entries; returns how many were present."""
         ...
+
+
+def mutual_match(design: Design, radius: int, diff: int) -> bool:
+    """``HammingIndex.mutual`` of an index over ``design`` searching ``radius`` bits."""
+    distance = diff.bit_count()
+    if distance > radius:
+        return False
+    return distance <= design.k or any(diff & int(mask) == 0 for mask in design.key_masks)
 
 
 def check_radius(radius: int | None, design_k: int) -> int:

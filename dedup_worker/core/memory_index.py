@@ -31,6 +31,7 @@ from dedup_worker.core.index_api import (
     U64Array,
     agrees_on_a_key,
     check_radius,
+    mutual_match,
     probe_slack,
     rule_masks,
     submasks,
@@ -110,6 +111,9 @@ class InMemoryIndex:
         keep = _not_replayed(matches, fps, new_ids)
         self._insert_checked(fps[keep], new_ids[keep])
         return matches
+
+    def mutual(self, diff: int) -> bool:
+        return mutual_match(self.design, self.k, diff)
 
     def insert(self, fingerprints: U64Array, ids: U64Array) -> None:
         fps, new_ids = _check_entries(fingerprints, ids)

@@ -229,6 +229,9 @@ class InstrumentedIndex:
         finally:
             self._seconds.observe(time.perf_counter() - started)
 
+    def mutual(self, diff: int) -> bool:
+        return self._index.mutual(diff)
+
     def insert(self, fingerprints: U64Array, ids: U64Array) -> None:
         self._index.insert(fingerprints, ids)
 

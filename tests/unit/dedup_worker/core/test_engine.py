@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from dedup_worker.contract.messages import Decision, Page, Verdict
 from dedup_worker.core.design import build_design
 from dedup_worker.core.engine import DedupEngine, EngineSettings
+from dedup_worker.core.index_api import agrees_on_a_key, rule_masks
 from dedup_worker.core.memory_index import InMemoryIndex
 from dedup_worker.core.records import MemoryDocStore, page_id
 from dedup_worker.core.simhash import Document, FeatureConfig, Fingerprinter, hamming
@@ -157,6 +159,44 @@ def test_later_page_first_gets_a_correction() -> None:
     assert not out[1].follow_outlinks
 
 
+def _flip_only_pair() -> tuple[str, str]:
+    """A text and a two-word edit of it whose fingerprints are 2 bits apart, one bit in each
+    key of ``build_design(1, (2,))`` (two tables of 32-bit keys): neither table's key agrees,
+    and each page's probe finds the other only with its own weakest key bit flipped."""
+    words = text(0).split()
+    words[147], words[291] = "edit0", "edit0b"
+    return text(0), " ".join(words)
+
+
+def flipping_engine(flips: int = 1) -> DedupEngine:
+    index = InMemoryIndex(build_design(1, (2,)), radius=4, flips=flips)
+    return DedupEngine(index, MemoryDocStore(), EngineSettings(k=4))
+
+
+def test_a_pair_found_through_flips_alone_is_never_a_correction() -> None:
+    """In page order the later page's flipped probe finds the earlier one; the other way
+    round the earlier page's probe finds the later one too, but does not correct it: such a
+    pair matches from one side at a time, so a correction would make the answer depend on
+    which page came first. The later page is then fetched as unique: nothing lost."""
+    base, edited = _flip_only_pair()
+    early, late = page("http://a.test/1", base, 1.0), page("http://b.test/1", edited, 2.0)
+    e = flipping_engine()
+    fps = [Fingerprinter(e.settings.features).fingerprint(p.text) for p in (early, late)]
+    assert hamming(*fps) == 2 and not e.index.mutual(fps[0] ^ fps[1])
+    in_order = final_verdicts(e.process([early]) + e.process([late]))
+    assert in_order[(late.url, late.fetched_at)].verdict is Verdict.NEAR_DUPLICATE
+    assert in_order[(late.url, late.fetched_at)].duplicate_of == early.url
+    e = flipping_engine()
+    reverse = e.process([late]) + e.process([early])
+    assert reverse[-1].evidence["later_matches"] == 1  # the earlier page saw the later one
+    state = final_verdicts(reverse)
+    assert {d.verdict for d in state.values()} == {Verdict.UNIQUE}
+    assert not any(d.corrects for d in reverse)
+    e = flipping_engine(flips=0)  # without the flips neither page finds the other
+    plain = final_verdicts(e.process([early]) + e.process([late]))
+    assert {d.verdict for d in plain.values()} == {Verdict.UNIQUE}
+
+
 def test_batch_order_does_not_matter() -> None:
     e = engine()
     out = e.process(
@@ -251,22 +291,36 @@ def test_page_ids_are_ordered_by_fetch_time() -> None:
     assert page_id("http://a.test/", 5.0) == page_id("http://a.test/", 5.0)
 
 
+def families(rng: random.Random, seed: int, count: int, edits: list[int]) -> list[Page]:
+    """``count`` families of 1-4 pages, each an edit of one text by a number of ``edits``."""
+    pages = []
+    for family in range(count):
+        for member in range(rng.randint(1, 4)):
+            body = text(1000 * seed + family, edits=rng.choice(edits))
+            at = rng.uniform(0, 100)
+            pages.append(page(f"http://h{family}.test/{member}-{seed}", body, at))
+    return pages
+
+
+def shuffled_run(
+    e: DedupEngine, pages: list[Page], rng: random.Random, batch: int
+) -> list[Decision]:
+    """Every decision of the pages processed in a shuffled order, ``batch`` at a time."""
+    arrival = pages.copy()
+    rng.shuffle(arrival)
+    decisions: list[Decision] = []
+    for start in range(0, len(arrival), batch):
+        decisions += e.process(arrival[start : start + batch])
+    return decisions
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), batch=st.integers(1, 7))
 def test_any_arrival_order_ends_in_the_earliest_wins_answer(seed: int, batch: int) -> None:
     rng = random.Random(seed)
-    pages = []
-    for family in range(6):
-        for member in range(rng.randint(1, 4)):
-            body = text(1000 * seed + family, edits=rng.choice([0, 0, 1, 2, 30]))
-            at = rng.uniform(0, 100)
-            pages.append(page(f"http://h{family}.test/{member}-{seed}", body, at))
+    pages = families(rng, seed, 6, [0, 0, 1, 2, 30])
     e = engine()
-    arrival = pages.copy()
-    rng.shuffle(arrival)
-    decisions = []
-    for start in range(0, len(arrival), batch):
-        decisions += e.process(arrival[start : start + batch])
+    decisions = shuffled_run(e, pages, rng, batch)
     state = final_verdicts(decisions)
     fingerprints = Fingerprinter(e.settings.features)
     fp = {p.url: fingerprints.fingerprint(p.text, p.title) for p in pages}
@@ -288,6 +342,46 @@ def test_any_arrival_order_ends_in_the_earliest_wins_answer(seed: int, batch: in
         if suppressed:
             assert got.duplicate_of in {q.url for q in earlier}
     assert all(0.0 <= d.priority <= 1.0 for d in decisions)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), batch=st.integers(1, 7))
+def test_with_flips_any_arrival_order_ends_between_the_two_answers(seed: int, batch: int) -> None:
+    """With flipped probes a page is suppressed whenever an earlier near-duplicate matches it
+    from either side (the earliest-wins answer, as without flips), and otherwise only when its
+    own flipped probe reaches one: never a page that no earlier near-duplicate reaches."""
+    rng = random.Random(seed)
+    pages = families(rng, seed, 5, [0, 1, 2, 3, 30])
+    e = flipping_engine()
+    state = final_verdicts(shuffled_run(e, pages, rng, batch))
+    documents = [Document(p.text, p.title) for p in pages]
+    fps, rows, margins = Sketcher(
+        e.settings.sketch, e.settings.features
+    ).fingerprint_sketch_margins(documents)
+    at = {p.url: i for i, p in enumerate(pages)}
+    design = build_design(1, (2,))
+
+    def alike(a: Page, b: Page) -> bool:
+        return a.text == b.text or verify(rows[at[a.url]].tobytes(), rows[at[b.url]].tobytes())[0]
+
+    def reached(later: Page, earlier: Page) -> bool:  # the later page's flipped probe
+        diff = np.array([fps[at[later.url]] ^ fps[at[earlier.url]]], dtype=np.uint64)
+        slack = design.slack(margins[at[later.url]][None, :], 1)
+        masks = rule_masks(design.key_masks, slack, 1)
+        return int(np.bitwise_count(diff)[0]) <= 4 and bool(agrees_on_a_key(diff, masks)[0])
+
+    ordered = sorted(pages, key=lambda p: page_id(p.url, p.fetched_at))
+    for index, p in enumerate(ordered):
+        earlier = [q for q in ordered[:index] if alike(q, p)]
+        must = [q for q in earlier if e.index.mutual(int(fps[at[p.url]] ^ fps[at[q.url]]))]
+        may = must + [q for q in earlier if reached(p, q)]
+        got = state[(p.url, p.fetched_at)]
+        suppressed = got.verdict in (Verdict.NEAR_DUPLICATE, Verdict.EXACT_DUPLICATE)
+        assert suppressed or not must, (p.url, [q.url for q in must])
+        assert not suppressed or may, (p.url, got)
+        # A correction names the earliest page it knows within k, not always a candidate.
+        within = {q.url for q in earlier if hamming(int(fps[at[p.url]]), int(fps[at[q.url]])) <= 4}
+        assert not suppressed or got.duplicate_of in within, (p.url, got)
 
 
 @pytest.mark.parametrize("depth", [0, 4, 12])
