@@ -234,7 +234,18 @@ def build_backends(config: WorkerConfig, version_tag: str) -> tuple[HammingIndex
     logger.info("index design: %s", chosen.reason)
     if config.k > config.tables_k:
         shares = ", ".join(f"{d}: {share:.0%}" for d, share in chosen.coverage().items())
-        logger.info("share of candidates the tables find per distance: %s", shares)
+        logger.info(
+            "share of candidates the tables find per distance (bits at random positions, "
+            "before the flips): %s",
+            shares,
+        )
+    elif config.probe_flips:
+        logger.info(
+            "NEARDUP_PROBE_FLIPS=%d changes nothing: the tables find every page within "
+            "NEARDUP_K=%d already",
+            config.probe_flips,
+            config.k,
+        )
     if config.memory_backend:
         in_memory = InMemoryIndex(chosen.design(), radius=config.k, flips=config.probe_flips)
         return in_memory, MemoryDocStore()

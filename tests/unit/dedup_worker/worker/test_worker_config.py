@@ -17,7 +17,7 @@ from dedup_worker.core.sketch import (
 from dedup_worker.errors import ConfigError
 from dedup_worker.worker.config import WorkerConfig, load_config
 from dedup_worker.worker.config_options import OPTIONS
-from dedup_worker.worker.main import engine_settings, main
+from dedup_worker.worker.main import build_backends, engine_settings, main
 
 
 def test_defaults_and_derived_values() -> None:
@@ -45,6 +45,18 @@ def test_the_detector_defaults_are_the_measured_ones() -> None:
     )
     assert "flips=1" in config.describe()
     assert engine_settings(config).k == RECOMMENDED_K
+
+
+def test_flips_within_the_tables_k_are_reported_as_doing_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO")
+    index, _ = build_backends(load_config(["--k", "3"], {}), "vtest")
+    assert index.k == 3
+    assert "NEARDUP_PROBE_FLIPS=1 changes nothing" in caplog.text
+    caplog.clear()
+    build_backends(load_config([], {}), "vtest")
+    assert "changes nothing" not in caplog.text and "before the flips" in caplog.text
 
 
 def test_with_redis_and_no_worker_id_the_worker_leases_a_slot() -> None:
