@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -284,15 +285,22 @@ class Expected:
     may_be_suppressed: bool = False
 
 
+@cache
+def _default_config() -> WorkerConfig:
+    return load_config([], {})
+
+
+@cache
 def _design() -> Any:
-    config = load_config([], {})
+    """The default configuration's table design (planned once: ~0.1 s a plan)."""
+    config = _default_config()
     return plan(config.expected_pages, config.tables_k, replicas=config.table_replicas).design()
 
 
 def candidate_rule() -> Callable[[int, int], bool]:
     """The index's matching rule under the default configuration, either side probing: within
     k, and (beyond the tables' k) agreeing on one table's key bits (``HammingIndex.mutual``)."""
-    config = load_config([], {})
+    config = _default_config()
     design = _design()
     return lambda a, b: mutual_match(design, config.k, a ^ b)
 
@@ -300,7 +308,7 @@ def candidate_rule() -> Callable[[int, int], bool]:
 def flip_rule(later: Signature) -> Callable[[int], bool]:
     """The rule when ``later`` probes with its flips: an earlier fingerprint within k that
     agrees with it on a table's key but for the later page's weakest key bit there."""
-    config = load_config([], {})
+    config = _default_config()
     design = _design()
     slack = design.slack(np.asarray(later.margins, dtype=np.int32)[None, :], config.probe_flips)
     masks = [int(m) for m in rule_masks(design.key_masks, slack, 1)[0]]
